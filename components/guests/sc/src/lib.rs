@@ -1,0 +1,2 @@
+//! The `sc` channel decoder component: all logic lives in `wolfx-core`.
+wolfx_core::export_decoder!(wolfx_core::SC, "wolfx-sc");

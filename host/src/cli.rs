@@ -1,0 +1,60 @@
+//! The `osds` command line.
+
+use crate::commands;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(name = "osds", version, about = "Open Seismic Data Service: a public, read-only seismic data API", long_about = None)]
+pub struct Cli {
+    /// TOML file of settings: keys are the long flag names (e.g. `database-url = "sqlite://..."`).
+    /// Flags beat environment variables (OSDS_*), which beat the file.
+    #[arg(long, global = true, env = "OSDS_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `osds=debug`.
+    #[arg(long, global = true, env = "OSDS_LOG", default_value = "info")]
+    pub log: String,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the service: ingest from the upstream relay, archive, and serve the API.
+    Serve(commands::serve::ServeArgs),
+    /// Decode upstream frames from files through the loaded decoder components and print them as JSON.
+    Decode(commands::decode::DecodeArgs),
+}
+
+pub fn main() -> ExitCode {
+    let args: Vec<_> = std::env::args_os().collect();
+    if let Err(e) = crate::config::apply_file(&args) {
+        eprintln!("osds: {e:#}");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse_from(args);
+    init_logging(&cli.log);
+    let result = match cli.command {
+        Command::Serve(args) => commands::serve::run(args),
+        Command::Decode(args) => commands::decode::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("osds: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

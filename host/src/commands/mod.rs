@@ -1,0 +1,4 @@
+//! One module per `osds` subcommand.
+
+pub mod decode;
+pub mod serve;

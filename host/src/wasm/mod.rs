@@ -1,0 +1,176 @@
+//! The sandboxed WebAssembly runtime: one engine, WASI p2 with an empty context, a memory limit and an epoch
+//! deadline on every call. A component that loops, allocates without bound or panics fails that one call.
+
+mod decoder;
+
+pub use decoder::{DecoderComponent, DecoderInfo};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// How often the engine's epoch advances; call deadlines are whole multiples of it.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// At most this much of a component's stderr is kept for error messages.
+const STDERR_CAPTURE_BYTES: usize = 4096;
+
+/// Limits applied to every call into a component.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Linear memory a component instance may grow to.
+    pub memory_bytes: usize,
+    /// Wall-clock budget of one call.
+    pub deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 64 << 20,
+            deadline: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Why a call into a component did not return normally.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("component exceeded its {0:?} time budget")]
+    Timeout(Duration),
+    #[error("component trapped: {trap}{}", stderr_suffix(.stderr))]
+    Trap { trap: String, stderr: String },
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (stderr: {})", stderr.trim())
+    }
+}
+
+/// Per-call store state: an empty WASI context, its resource table, the limits, the captured stderr.
+pub(crate) struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    stderr: MemoryOutputPipe,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// The engine and linker shared by every component, and the thread that drives epoch deadlines.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<CallState>,
+    limits: Limits,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Runtime {
+    pub fn new(limits: Limits) -> anyhow::Result<Arc<Runtime>> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let (weak_engine, stop) = (engine.weak(), ticker_stop.clone());
+        thread::Builder::new()
+            .name("wasm-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    thread::sleep(EPOCH_TICK);
+                    match weak_engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })?;
+        Ok(Arc::new(Runtime {
+            engine,
+            linker,
+            limits,
+            ticker_stop,
+        }))
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Compiles a component from its bytes (the costly step; done once per component).
+    pub fn compile(&self, wasm: &[u8]) -> anyhow::Result<Component> {
+        Ok(Component::new(&self.engine, wasm)?)
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<CallState> {
+        &self.linker
+    }
+
+    /// A fresh store for one call, with the memory limit and the epoch deadline armed.
+    pub(crate) fn store(&self) -> Store<CallState> {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
+        let wasi = wasmtime_wasi::WasiCtxBuilder::new()
+            .stderr(stderr.clone())
+            .build();
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(self.limits.memory_bytes)
+            .trap_on_grow_failure(true)
+            .build();
+        let mut store = Store::new(
+            &self.engine,
+            CallState {
+                wasi,
+                table: ResourceTable::new(),
+                limits,
+                stderr,
+            },
+        );
+        store.limiter(|state| &mut state.limits);
+        let ticks = self
+            .limits
+            .deadline
+            .as_nanos()
+            .div_ceil(EPOCH_TICK.as_nanos())
+            .max(1);
+        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        store.epoch_deadline_trap();
+        store
+    }
+
+    /// Turns a wasmtime error from a call in `store` into a [`CallError`].
+    pub(crate) fn call_error(&self, store: &Store<CallState>, error: wasmtime::Error) -> CallError {
+        if matches!(
+            error.downcast_ref::<wasmtime::Trap>(),
+            Some(wasmtime::Trap::Interrupt)
+        ) {
+            return CallError::Timeout(self.limits.deadline);
+        }
+        let stderr = String::from_utf8_lossy(&store.data().stderr.contents()).into_owned();
+        CallError::Trap {
+            trap: format!("{error:#}"),
+            stderr,
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
