@@ -8,6 +8,9 @@ use std::sync::Arc;
 
 include!(concat!(env!("OUT_DIR"), "/embedded_components.rs"));
 
+/// The decoder set in use, replaced as a whole on a hot swap: a frame is decoded against one snapshot.
+pub type SharedDecoders = Arc<arc_swap::ArcSwap<DecoderSet>>;
+
 /// Upstream `type` tags of transport frames every decoder recognises.
 pub const CONTROL_TAGS: [&str; 2] = ["heartbeat", "pong"];
 

@@ -1,9 +1,13 @@
 //! The Open Seismic Data Service host: networking, storage, the HTTP/SSE/WS surface and the Wasm runtime
 //! that runs the per-channel decoder components.
 
+pub mod api;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod decoders;
 pub mod frame;
+pub mod ingest;
+pub mod store;
+pub mod time;
 pub mod wasm;

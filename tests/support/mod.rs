@@ -93,3 +93,169 @@ pub fn tempdir(label: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("create temp dir");
     dir
 }
+
+/// A running `osds serve` process on a fresh SQLite file, killed when dropped.
+pub struct Server {
+    pub child: std::process::Child,
+    pub base: String,
+    pub db_path: PathBuf,
+    pub dir: PathBuf,
+}
+
+impl Server {
+    /// Starts `osds serve` against `upstream` with fast timings (checks every 0.2 s, silence after 1.5 s,
+    /// back-off capped at 0.5 s), on a database in a new directory, and waits until it serves.
+    pub fn start(upstream: &str, extra: &[&str]) -> Server {
+        let dir = tempdir("server");
+        Server::start_in(dir, upstream, extra)
+    }
+
+    /// Like [`Server::start`], on the database already in `dir` (for restarts).
+    pub fn start_in(dir: PathBuf, upstream: &str, extra: &[&str]) -> Server {
+        use std::io::BufRead;
+        let db_path = dir.join("osds.db");
+        let mut child = osds()
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--upstream-url", upstream])
+            .args([
+                "--upstream-check-secs",
+                "0.2",
+                "--upstream-silence-secs",
+                "1.5",
+                "--upstream-backoff-cap-secs",
+                "0.5",
+            ])
+            .arg("--database-url")
+            .arg(format!("sqlite://{}", db_path.display()))
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("server.log")).expect("server log"))
+            .spawn()
+            .expect("start osds serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let base = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(url) = line.strip_prefix("osds: serving ") {
+                        break url.to_string();
+                    }
+                }
+                _ => panic!(
+                    "osds serve exited before serving; log: {}",
+                    std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+                ),
+            }
+        };
+        Server {
+            child,
+            base,
+            db_path,
+            dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// GET `url` and parse the JSON body; panics with the body on a non-2xx status.
+pub async fn get_json(url: &str) -> serde_json::Value {
+    let response = reqwest::get(url)
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = response.status();
+    let body = response.text().await.expect("body");
+    assert!(status.is_success(), "GET {url} → {status}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {url}: not JSON ({e}): {body}"))
+}
+
+/// Polls `probe` every 50 ms until it returns `Some`, or panics after `seconds`.
+pub async fn eventually<T, F, Fut>(seconds: u64, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// All report versions from `/reports`, following `nextCursor`.
+pub async fn all_reports(server: &Server) -> Vec<serde_json::Value> {
+    let mut after = 0;
+    let mut all = Vec::new();
+    loop {
+        let page = get_json(&server.url(&format!("/reports?after={after}&limit=1000"))).await;
+        let items = page["items"].as_array().cloned().unwrap_or_default();
+        if items.is_empty() {
+            return all;
+        }
+        after = page["nextCursor"].as_i64().expect("nextCursor");
+        all.extend(items);
+    }
+}
+
+/// The five upstream paths the server holds open.
+pub const CHANNEL_PATHS: [&str; 5] = ["/cenc_eew", "/sc_eew", "/fj_eew", "/cq_eew", "/all_eew"];
+
+/// Starts a fake relay and a server on a fresh database, and waits until every upstream path is connected.
+pub async fn start_connected(
+    config: fake_relay::RelayConfig,
+    extra: &[&str],
+) -> (fake_relay::FakeRelay, Server) {
+    let relay = fake_relay::FakeRelay::start(config).await.unwrap();
+    let server = Server::start(&relay.url(), extra);
+    for path in CHANNEL_PATHS {
+        assert!(
+            relay
+                .wait_connected(path, 1, std::time::Duration::from_secs(20))
+                .await,
+            "server never connected {path}; log:\n{}",
+            server.log()
+        );
+    }
+    (relay, server)
+}
+
+/// Waits until the server sent its four queries on `/all_eew` and their reply window (0.3 s when the server
+/// runs with `--upstream-query-window-secs 0.3`) has passed, so later frames count as pushes.
+pub async fn wait_queries_done(relay: &fake_relay::FakeRelay) {
+    eventually(20, "queries sent", || async {
+        (relay
+            .received()
+            .await
+            .iter()
+            .filter(|(path, text)| path == "/all_eew" && text.starts_with("query_"))
+            .count()
+            >= 4)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+}

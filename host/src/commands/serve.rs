@@ -1,23 +1,148 @@
-//! `osds serve`: the service.
+//! `osds serve`: ingest from the upstream relay, archive, and serve the public API.
 
+use crate::api::{self, AppState};
 use crate::decoders::DecoderSet;
+use crate::ingest::{ArchiveHandle, ChannelSpec, Ingester, LiveState, UpstreamConfig};
+use crate::store;
 use crate::wasm::{Limits, Runtime};
+use anyhow::Context;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
+    /// Address the public API listens on.
+    #[arg(long, env = "OSDS_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Database to archive into (created with its directory when missing).
+    #[arg(
+        long,
+        env = "OSDS_DATABASE_URL",
+        default_value = "sqlite://data/osds.db"
+    )]
+    pub database_url: String,
+    /// Base URL of the Wolfx relay; channel paths (/sc_eew, ..., /all_eew) are appended.
+    #[arg(
+        long,
+        env = "OSDS_UPSTREAM_URL",
+        default_value = "wss://ws-api.wolfx.jp"
+    )]
+    pub upstream_url: String,
+    /// Do not connect upstream: serve the archive only.
+    #[arg(long, env = "OSDS_NO_INGEST")]
+    pub no_ingest: bool,
     /// Load decoder components (`*.wasm`) from this directory instead of the built-in ones.
     #[arg(long, env = "OSDS_COMPONENTS_DIR", value_name = "DIR")]
     pub components_dir: Option<PathBuf>,
+    /// Seconds between liveness checks and `ping`s on each upstream connection.
+    #[arg(long, env = "OSDS_UPSTREAM_CHECK_SECS", default_value_t = 15.0)]
+    pub upstream_check_secs: f64,
+    /// Seconds without any upstream message after which a connection is re-established.
+    #[arg(long, env = "OSDS_UPSTREAM_SILENCE_SECS", default_value_t = 45.0)]
+    pub upstream_silence_secs: f64,
+    /// Seconds after a `query_*` command during which frames of that channel are marked as possibly its reply.
+    #[arg(long, env = "OSDS_UPSTREAM_QUERY_WINDOW_SECS", default_value_t = 5.0)]
+    pub upstream_query_window_secs: f64,
+    /// Cap, in seconds, of the reconnect back-off.
+    #[arg(long, env = "OSDS_UPSTREAM_BACKOFF_CAP_SECS", default_value_t = 15.0)]
+    pub upstream_backoff_cap_secs: f64,
+}
+
+fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("--{name} must be a positive number of seconds"))
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let runtime = Runtime::new(Limits::default())?;
-    let decoders = DecoderSet::load(&runtime, args.components_dir.as_deref())?;
-    for decoder in decoders.decoders() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(args))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut upstream = UpstreamConfig::new(args.upstream_url.clone());
+    upstream.check_interval = seconds("upstream-check-secs", args.upstream_check_secs)?;
+    upstream.silence_timeout = seconds("upstream-silence-secs", args.upstream_silence_secs)?;
+    upstream.query_window = seconds(
+        "upstream-query-window-secs",
+        args.upstream_query_window_secs,
+    )?;
+    upstream.backoff_cap = seconds("upstream-backoff-cap-secs", args.upstream_backoff_cap_secs)?;
+
+    let wasm = Runtime::new(Limits::default())?;
+    let decoder_set = DecoderSet::load(&wasm, args.components_dir.as_deref())?;
+    for decoder in decoder_set.decoders() {
         let info = decoder.info();
         tracing::info!(name = %info.name, version = %info.version, source = %info.source, claims = ?info.claims, sha256 = %info.sha256, "decoder loaded");
     }
-    Ok(ExitCode::SUCCESS)
+    let live = Arc::new(LiveState::new(ChannelSpec::from_decoders(&decoder_set)));
+    let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
+
+    let (store, mut writer) = store::open(&args.database_url).await?;
+    writer.close_stale_sessions().await?;
+    live.seed_last_received(store.last_receptions().await?);
+    tracing::info!(database = %args.database_url, high_water = writer.high_water(), "archive open");
+    let archive = ArchiveHandle::spawn(writer);
+
+    let ingester = if args.no_ingest {
+        tracing::info!("ingestion disabled (--no-ingest): serving the archive only");
+        None
+    } else {
+        tracing::info!(upstream = %upstream.url, "ingesting from the relay");
+        Some(Ingester::start(upstream, decoders.clone(), archive.clone(), live.clone()).await?)
+    };
+
+    let state = AppState {
+        store,
+        live: live.clone(),
+        decoders,
+        high_water: archive.high_water(),
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listen on {}", args.listen))?;
+    let address = listener.local_addr()?;
+    tracing::info!(%address, "serving /api/v1");
+    // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
+    println!("osds: serving http://{address}/api/v1");
+    let app = api::router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+
+    tracing::info!("shutting down");
+    if let Some(ingester) = ingester {
+        ingester.stop().await;
+    }
+    for source in live.sources() {
+        archive.outage_begin(&source, "service stopped").await;
+    }
+    archive.flush().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => return interrupt.await.unwrap_or_default(),
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await.unwrap_or_default();
 }

@@ -1,0 +1,100 @@
+//! Ingestion from the Wolfx relay: one WebSocket per channel plus the redundant `/all_eew`, each frame routed,
+//! decoded by its channel's component and handed to the single archive writer, which commits durably and only
+//! then announces the new high-water mark to live subscribers.
+
+mod archive;
+mod connection;
+mod pipeline;
+mod state;
+
+pub use archive::ArchiveHandle;
+pub use state::{ChannelSpec, ConnectionState, LiveState, SourceState};
+
+use crate::decoders::SharedDecoders;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Timing of the upstream connections (the spec's values are the defaults).
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    /// Base URL of the relay, e.g. `wss://ws-api.wolfx.jp`.
+    pub url: String,
+    /// How often liveness is checked, and how often a `ping` is sent so quiet channels stay alive.
+    pub check_interval: Duration,
+    /// A connection without any message for this long is re-established.
+    pub silence_timeout: Duration,
+    /// Cap of the exponential reconnect back-off.
+    pub backoff_cap: Duration,
+    /// Gap between two query commands on one connection.
+    pub query_spacing: Duration,
+    /// A frame of a channel arriving this soon after its query was sent may be the reply.
+    pub query_window: Duration,
+}
+
+impl UpstreamConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        UpstreamConfig {
+            url: url.into(),
+            check_interval: Duration::from_secs(15),
+            silence_timeout: Duration::from_secs(45),
+            backoff_cap: Duration::from_secs(15),
+            query_spacing: Duration::from_secs(1),
+            query_window: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The running ingester.
+pub struct Ingester {
+    tasks: Vec<JoinHandle<()>>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Ingester {
+    /// Connects to every channel path of the loaded decoders and to `/all_eew`.
+    pub async fn start(
+        config: UpstreamConfig,
+        decoders: SharedDecoders,
+        archive: ArchiveHandle,
+        live: Arc<LiveState>,
+    ) -> anyhow::Result<Ingester> {
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        for channel in live.channels() {
+            archive
+                .outage_begin(&channel.source, "service started; not yet connected")
+                .await;
+        }
+        let mut paths: Vec<(String, bool)> = live
+            .channels()
+            .iter()
+            .map(|c| (c.path.clone(), true))
+            .collect();
+        paths.push((state::REDUNDANT_PATH.to_string(), false));
+        let tasks = paths
+            .into_iter()
+            .map(|(path, primary)| {
+                let context = connection::Context {
+                    config: config.clone(),
+                    path,
+                    primary,
+                    decoders: decoders.clone(),
+                    archive: archive.clone(),
+                    live: live.clone(),
+                    shutdown: shutdown_rx.clone(),
+                };
+                tokio::spawn(connection::run(context))
+            })
+            .collect();
+        Ok(Ingester { tasks, shutdown })
+    }
+
+    /// Closes every upstream connection and waits for the connection tasks to finish.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! All access to the database. SQLite (one file, WAL, `synchronous=FULL`) is the embedded default.
+//! Writes go through one [`Writer`] (see `writer.rs`), so report ids increase in commit order; reads use a pool.
+
+mod read;
+mod writer;
+
+pub use read::*;
+pub use writer::{Incoming, IngestSummary, UnitKind, UnitRecord, Writer};
+
+use anyhow::Context;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{ConnectOptions, SqlitePool};
+use std::str::FromStr;
+use std::time::Duration;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Read access to the archive.
+#[derive(Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+/// Opens (creating when missing) the database at `url`, runs the migrations, and returns the read side and the
+/// single writer.
+pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
+    let options = SqliteConnectOptions::from_str(url)
+        .with_context(|| format!("database url `{url}`"))?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(10))
+        .disable_statement_logging();
+    if let Some(parent) = options
+        .get_filename()
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("create database directory {}", parent.display()))?;
+    }
+    let mut write_conn = options
+        .connect()
+        .await
+        .with_context(|| format!("open database {url}"))?;
+    MIGRATOR
+        .run(&mut write_conn)
+        .await
+        .context("run database migrations")?;
+    let pool = SqlitePoolOptions::new()
+        .max_connections(8)
+        .connect_with(options.read_only(true))
+        .await
+        .context("open database read pool")?;
+    let writer = Writer::new(write_conn).await?;
+    Ok((Store { pool }, writer))
+}

@@ -1,0 +1,429 @@
+//! Read queries of the archive, returning the public API's shapes.
+
+use super::Store;
+use serde_json::{Map, Value, json};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+/// Filters of `/events`, already validated.
+#[derive(Debug, Default, Clone)]
+pub struct EventFilter {
+    pub source: Option<String>,
+    /// Inclusive lower bound on origin time, Unix ms.
+    pub from_ms: Option<i64>,
+    /// Exclusive upper bound on origin time, Unix ms.
+    pub to_ms: Option<i64>,
+    pub q: Option<String>,
+    pub min_magnitude: Option<f64>,
+    pub page: i64,
+    pub limit: i64,
+}
+
+pub struct EventPage {
+    pub items: Vec<Value>,
+    pub total: i64,
+}
+
+pub struct ReportPage {
+    pub items: Vec<Value>,
+    pub next_cursor: i64,
+    pub high_water: i64,
+}
+
+pub struct DeliveryPage {
+    pub items: Vec<Value>,
+    pub next_cursor: i64,
+}
+
+/// Archive counts for `/status`.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveCounts {
+    pub events: i64,
+    pub versions: i64,
+    pub deliveries: i64,
+    pub raw_payloads: i64,
+    pub unparsed: i64,
+    pub ignored: i64,
+    pub duplicates: i64,
+    pub high_water: i64,
+}
+
+const REPORT_COLUMNS: &str = "r.id, r.event_key, r.source, r.received_at, r.delivery_id, r.report_json, r.decoder_name, r.decoder_sha256";
+
+const EVENT_COLUMNS: &str = "e.id AS e_id, e.source AS e_source, e.source_event_id, e.origin_at AS e_origin_at, e.report_count, \
+     e.missing_revisions, r.id, r.event_key, r.source, r.received_at, r.delivery_id, r.report_json, r.decoder_name, r.decoder_sha256";
+
+/// Renders a `reports` row as the spec's EEW report. Null fields are present as `null`.
+fn report_json(row: &SqliteRow) -> Value {
+    let id: i64 = row.get("id");
+    let delivery_id: i64 = row.get("delivery_id");
+    let decoded: Map<String, Value> =
+        serde_json::from_str(row.get::<&str, _>("report_json")).unwrap_or_default();
+    let field = |name: &str| decoded.get(name).cloned().unwrap_or(Value::Null);
+    let flag = |name: &str| decoded.get(name).and_then(Value::as_bool).unwrap_or(false);
+    json!({
+        "id": id,
+        "eventKey": row.get::<String, _>("event_key"),
+        "source": row.get::<String, _>("source"),
+        "eventId": field("eventId"),
+        "upstreamEventId": field("upstreamEventId"),
+        "revision": field("revision"),
+        "issuedAt": field("issuedAt"),
+        "originAt": field("originAt"),
+        "receivedAt": row.get::<String, _>("received_at"),
+        "epicenter": field("epicenter"),
+        "latitude": field("latitude"),
+        "longitude": field("longitude"),
+        "depthKm": field("depthKm"),
+        "magnitude": field("magnitude"),
+        "maxIntensity": field("maxIntensity"),
+        "isFinal": flag("isFinal"),
+        "isCancelled": flag("isCancelled"),
+        "isTest": flag("isTest"),
+        "deliveryId": delivery_id,
+        "rawUrl": format!("/api/v1/deliveries/{delivery_id}/raw"),
+        "decoder": { "name": row.get::<String, _>("decoder_name"), "sha256": row.get::<String, _>("decoder_sha256") },
+    })
+}
+
+/// Renders an `events` row joined with its latest report as the spec's EEW event (without `reports`).
+fn event_json(row: &SqliteRow) -> Value {
+    let missing: Value =
+        serde_json::from_str(row.get::<&str, _>("missing_revisions")).unwrap_or_else(|_| json!([]));
+    json!({
+        "id": row.get::<String, _>("e_id"),
+        "source": row.get::<String, _>("e_source"),
+        "sourceEventId": row.get::<String, _>("source_event_id"),
+        "originAt": row.get::<Option<String>, _>("e_origin_at"),
+        "latest": report_json(row),
+        "reportCount": row.get::<i64, _>("report_count"),
+        "missingRevisions": missing,
+    })
+}
+
+fn outage_json(row: &SqliteRow) -> Value {
+    json!({
+        "source": row.get::<String, _>("source"),
+        "startedAt": row.get::<String, _>("started_at"),
+        "endedAt": row.get::<Option<String>, _>("ended_at"),
+        "reason": row.get::<String, _>("reason"),
+    })
+}
+
+/// `%` and `_` in user text match themselves in a LIKE pattern escaped with `\`.
+fn like_pattern(text: &str) -> String {
+    let mut pattern = String::from("%");
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+impl Store {
+    pub async fn high_water(&self) -> anyhow::Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Report versions with `id > after`, in id order.
+    pub async fn reports_after(&self, after: i64, limit: i64) -> anyhow::Result<ReportPage> {
+        // Read the horizon first: every id at or below it is committed, so the page never skips one.
+        let high_water = self.high_water().await?;
+        let rows = sqlx::query(&format!("SELECT {REPORT_COLUMNS} FROM reports r WHERE r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ?"))
+            .bind(after)
+            .bind(high_water)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        let items: Vec<Value> = rows.iter().map(report_json).collect();
+        let next_cursor = items.last().and_then(|r| r["id"].as_i64()).unwrap_or(after);
+        Ok(ReportPage {
+            items,
+            next_cursor,
+            high_water,
+        })
+    }
+
+    pub async fn events(&self, filter: &EventFilter) -> anyhow::Result<EventPage> {
+        let mut clauses: Vec<&str> = Vec::new();
+        let mut binds: Vec<Value> = Vec::new();
+        if let Some(source) = &filter.source {
+            clauses.push("e.source = ?");
+            binds.push(json!(source));
+        }
+        if let Some(from) = filter.from_ms {
+            clauses.push("e.origin_ms >= ?");
+            binds.push(json!(from));
+        }
+        if let Some(to) = filter.to_ms {
+            clauses.push("e.origin_ms < ?");
+            binds.push(json!(to));
+        }
+        if let Some(min) = filter.min_magnitude {
+            clauses.push("e.magnitude >= ?");
+            binds.push(json!(min));
+        }
+        if let Some(q) = &filter.q {
+            clauses.push("(e.epicenter LIKE ? ESCAPE '\\' OR e.source_event_id LIKE ? ESCAPE '\\' OR e.upstream_ids LIKE ? ESCAPE '\\')");
+            let pattern = like_pattern(q);
+            binds.extend([json!(pattern), json!(pattern), json!(pattern)]);
+        }
+        let where_sql = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", clauses.join(" AND "))
+        };
+
+        let count_sql = format!("SELECT COUNT(*) FROM events e {where_sql}");
+        let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
+        for bind in &binds {
+            count = bind_value(count, bind);
+        }
+        let total = count.fetch_one(&self.pool).await?;
+
+        let list_sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id {where_sql} \
+             ORDER BY e.sort_ms DESC, e.last_report_id DESC LIMIT ? OFFSET ?"
+        );
+        let mut list = sqlx::query(&list_sql);
+        for bind in &binds {
+            list = bind_value_query(list, bind);
+        }
+        let offset = (filter.page - 1).saturating_mul(filter.limit);
+        let rows = list
+            .bind(filter.limit)
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(EventPage {
+            items: rows.iter().map(event_json).collect(),
+            total,
+        })
+    }
+
+    /// The event with every stored version in revision order (several versions of one revision by id).
+    /// With `with_raw_text`, each report carries `rawText`, the first-received raw text of that version.
+    pub async fn event(&self, id: &str, with_raw_text: bool) -> anyhow::Result<Option<Value>> {
+        let Some(row) = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id WHERE e.id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let mut event = event_json(&row);
+        let rows = sqlx::query(&format!(
+            "SELECT {REPORT_COLUMNS}, p.bytes FROM reports r JOIN deliveries d ON d.id = r.delivery_id \
+             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 WHERE r.event_key = ? ORDER BY r.revision, r.id"
+        ))
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        let reports: Vec<Value> = rows
+            .iter()
+            .map(|row| {
+                let mut report = report_json(row);
+                if with_raw_text {
+                    let bytes: Vec<u8> = row.get("bytes");
+                    report["rawText"] = json!(String::from_utf8_lossy(&bytes));
+                }
+                report
+            })
+            .collect();
+        event["reports"] = Value::Array(reports);
+        Ok(Some(event))
+    }
+
+    pub async fn event_exists(&self, id: &str) -> anyhow::Result<bool> {
+        Ok(
+            sqlx::query_scalar::<_, i64>("SELECT 1 FROM events WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?
+                .is_some(),
+        )
+    }
+
+    /// Reception records of an event, duplicates included, by increasing id.
+    pub async fn deliveries(
+        &self,
+        event_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> anyhow::Result<DeliveryPage> {
+        let rows = sqlx::query(
+            "SELECT d.*, s.path, s.role, p.size FROM deliveries d JOIN sessions s ON s.id = d.session_id \
+             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 WHERE d.event_key = ? AND d.id > ? ORDER BY d.id LIMIT ?",
+        )
+        .bind(event_id)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let items: Vec<Value> = rows
+            .iter()
+            .map(|row| {
+                let id: i64 = row.get("id");
+                json!({
+                    "id": id,
+                    "receivedAt": row.get::<String, _>("received_at"),
+                    "source": row.get::<Option<String>, _>("source"),
+                    "type": row.get::<Option<String>, _>("type_tag"),
+                    "marker": row.get::<String, _>("marker"),
+                    "outcome": row.get::<String, _>("outcome"),
+                    "reportId": row.get::<Option<i64>, _>("report_id"),
+                    "sessionId": row.get::<i64, _>("session_id"),
+                    "connection": { "path": row.get::<String, _>("path"), "role": row.get::<String, _>("role") },
+                    "unitIndex": row.get::<i64, _>("unit_index"),
+                    "sha256": row.get::<String, _>("raw_sha256"),
+                    "size": row.get::<i64, _>("size"),
+                    "rawUrl": format!("/api/v1/deliveries/{id}/raw"),
+                })
+            })
+            .collect();
+        let next_cursor = items.last().and_then(|d| d["id"].as_i64()).unwrap_or(after);
+        Ok(DeliveryPage { items, next_cursor })
+    }
+
+    /// The exact stored bytes of a delivery and their SHA-256 (lowercase hex).
+    pub async fn raw(&self, delivery_id: i64) -> anyhow::Result<Option<(Vec<u8>, String)>> {
+        let row = sqlx::query("SELECT p.bytes, p.sha256 FROM deliveries d JOIN raw_payloads p ON p.sha256 = d.raw_sha256 WHERE d.id = ?")
+            .bind(delivery_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|row| (row.get("bytes"), row.get("sha256"))))
+    }
+
+    /// The most recently archived event of `source`.
+    pub async fn latest_event(&self, source: &str) -> anyhow::Result<Option<Value>> {
+        let row = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id WHERE e.source = ? \
+             ORDER BY e.last_report_id DESC LIMIT 1"
+        ))
+        .bind(source)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(event_json))
+    }
+
+    /// Months (Beijing time) with archived events, newest first, with event counts.
+    pub async fn months(&self, source: Option<&str>) -> anyhow::Result<Vec<Value>> {
+        let rows = sqlx::query(
+            "SELECT month, COUNT(*) AS events FROM events WHERE (?1 IS NULL OR source = ?1) GROUP BY month ORDER BY month DESC",
+        )
+        .bind(source)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|r| json!({ "month": r.get::<String, _>("month"), "events": r.get::<i64, _>("events") })).collect())
+    }
+
+    pub async fn archive_counts(&self) -> anyhow::Result<ArchiveCounts> {
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM reports) AS versions, \
+             (SELECT COALESCE(MAX(id), 0) FROM reports) AS high_water, \
+             (SELECT COUNT(*) FROM deliveries) AS deliveries, (SELECT COUNT(*) FROM raw_payloads) AS raw_payloads, \
+             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'unparsed') AS unparsed, \
+             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'ignored') AS ignored, \
+             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate') AS duplicates",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(ArchiveCounts {
+            events: row.get("events"),
+            versions: row.get("versions"),
+            deliveries: row.get("deliveries"),
+            raw_payloads: row.get("raw_payloads"),
+            unparsed: row.get("unparsed"),
+            ignored: row.get("ignored"),
+            duplicates: row.get("duplicates"),
+            high_water: row.get("high_water"),
+        })
+    }
+
+    /// The most recent connection sessions.
+    pub async fn recent_sessions(&self, limit: i64) -> anyhow::Result<Vec<Value>> {
+        let rows = sqlx::query("SELECT * FROM sessions ORDER BY id DESC LIMIT ?")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "sessionId": r.get::<i64, _>("id"),
+                    "path": r.get::<String, _>("path"),
+                    "role": r.get::<String, _>("role"),
+                    "startedAt": r.get::<String, _>("started_at"),
+                    "connectedAt": r.get::<Option<String>, _>("connected_at"),
+                    "endedAt": r.get::<Option<String>, _>("ended_at"),
+                    "endReason": r.get::<Option<String>, _>("end_reason"),
+                })
+            })
+            .collect())
+    }
+
+    /// Outage intervals, newest first; `endedAt: null` is an outage in progress.
+    pub async fn outages(&self, limit: i64) -> anyhow::Result<Vec<Value>> {
+        let rows = sqlx::query("SELECT * FROM outages ORDER BY id DESC LIMIT ?")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(outage_json).collect())
+    }
+
+    /// The outages in progress, however old (at most one per source).
+    pub async fn open_outages(&self) -> anyhow::Result<Vec<Value>> {
+        let rows = sqlx::query("SELECT * FROM outages WHERE ended_at IS NULL ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(outage_json).collect())
+    }
+
+    /// Time of the last archived reception of each source.
+    pub async fn last_receptions(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let rows = sqlx::query("SELECT source, MAX(received_at) AS at FROM deliveries WHERE source IS NOT NULL GROUP BY source")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("source"), r.get("at")))
+            .collect())
+    }
+
+    pub async fn counter(&self, name: &str) -> anyhow::Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE((SELECT value FROM counters WHERE name = ?), 0)")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+}
+
+type ScalarQuery<'q> =
+    sqlx::query::QueryScalar<'q, sqlx::Sqlite, i64, sqlx::sqlite::SqliteArguments<'q>>;
+type PlainQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+
+fn bind_value<'q>(query: ScalarQuery<'q>, value: &Value) -> ScalarQuery<'q> {
+    match value {
+        Value::Number(n) if n.is_i64() => query.bind(n.as_i64()),
+        Value::Number(n) => query.bind(n.as_f64()),
+        other => query.bind(other.as_str().unwrap_or_default().to_string()),
+    }
+}
+
+fn bind_value_query<'q>(query: PlainQuery<'q>, value: &Value) -> PlainQuery<'q> {
+    match value {
+        Value::Number(n) if n.is_i64() => query.bind(n.as_i64()),
+        Value::Number(n) => query.bind(n.as_f64()),
+        other => query.bind(other.as_str().unwrap_or_default().to_string()),
+    }
+}

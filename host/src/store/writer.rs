@@ -1,0 +1,451 @@
+//! The single writer. Every insert happens here, in transactions whose commit is durable before the caller
+//! learns the new high-water mark (DESIGN.md: durability before visibility).
+
+use crate::time::{beijing_month, now_rfc3339, parse_ms};
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+use sqlx::{Connection, Row, SqliteConnection};
+use std::collections::BTreeSet;
+use wolfx_core::Report;
+
+/// Revisions above this are not expanded into a missing-revisions list (a garbage `ReportNum` must not make a
+/// list of millions).
+const MISSING_REVISIONS_SCAN_LIMIT: i64 = 1000;
+
+/// One received frame, routed and decoded, ready to archive.
+#[derive(Debug, Clone)]
+pub struct Incoming {
+    pub session_id: i64,
+    pub received_at: String,
+    pub frame: Vec<u8>,
+    pub marker: &'static str,
+    pub units: Vec<UnitRecord>,
+}
+
+/// One decodable unit of a frame (the frame itself, or an element of a JSON-array frame).
+#[derive(Debug, Clone)]
+pub struct UnitRecord {
+    pub unit_index: i64,
+    pub type_tag: Option<String>,
+    pub kind: UnitKind,
+}
+
+#[derive(Debug, Clone)]
+pub enum UnitKind {
+    /// Decoded to a report. `identity` is the SHA-256 of the unit's canonical JSON without `type`.
+    Report {
+        source: String,
+        identity: String,
+        report: Box<Report>,
+        decoder_name: String,
+        decoder_sha256: String,
+    },
+    /// Could not be decoded; kept and counted as unparsed.
+    Unparsed {
+        source: Option<String>,
+        decoder: Option<String>,
+        error_kind: String,
+        message: String,
+    },
+    /// A channel this service does not archive; kept and counted as ignored.
+    Ignored,
+}
+
+/// What one ingest transaction did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct IngestSummary {
+    pub new_versions: Vec<i64>,
+    pub duplicates: usize,
+    pub unparsed: usize,
+    pub ignored: usize,
+    /// Highest report id after the commit.
+    pub high_water: i64,
+}
+
+pub struct Writer {
+    conn: SqliteConnection,
+    high_water: i64,
+}
+
+impl Writer {
+    pub(super) async fn new(mut conn: SqliteConnection) -> anyhow::Result<Writer> {
+        let high_water: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
+            .fetch_one(&mut conn)
+            .await?;
+        Ok(Writer { conn, high_water })
+    }
+
+    pub fn high_water(&self) -> i64 {
+        self.high_water
+    }
+
+    /// Archives a batch of frames in one durable transaction (group commit).
+    pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
+        let mut tx = self.conn.begin().await?;
+        let mut summary = IngestSummary::default();
+        for incoming in batch {
+            let raw_sha256 = hex::encode(Sha256::digest(&incoming.frame));
+            sqlx::query("INSERT OR IGNORE INTO raw_payloads (sha256, bytes, size, first_seen_at) VALUES (?, ?, ?, ?)")
+                .bind(&raw_sha256)
+                .bind(&incoming.frame)
+                .bind(incoming.frame.len() as i64)
+                .bind(&incoming.received_at)
+                .execute(&mut *tx)
+                .await?;
+            for unit in &incoming.units {
+                archive_unit(&mut tx, incoming, &raw_sha256, unit, &mut summary).await?;
+            }
+        }
+        tx.commit().await.context("commit ingest transaction")?;
+        if let Some(&last) = summary.new_versions.last() {
+            self.high_water = last;
+        }
+        summary.high_water = self.high_water;
+        Ok(summary)
+    }
+
+    pub async fn open_session(&mut self, path: &str, role: &str, url: &str) -> anyhow::Result<i64> {
+        let id =
+            sqlx::query("INSERT INTO sessions (path, role, url, started_at) VALUES (?, ?, ?, ?)")
+                .bind(path)
+                .bind(role)
+                .bind(url)
+                .bind(now_rfc3339())
+                .execute(&mut self.conn)
+                .await?
+                .last_insert_rowid();
+        Ok(id)
+    }
+
+    pub async fn session_connected(&mut self, id: i64) -> anyhow::Result<()> {
+        sqlx::query("UPDATE sessions SET connected_at = ? WHERE id = ?")
+            .bind(now_rfc3339())
+            .bind(id)
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn session_ended(&mut self, id: i64, reason: &str) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+        )
+        .bind(now_rfc3339())
+        .bind(reason)
+        .bind(id)
+        .execute(&mut self.conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Sessions left open by a previous run that stopped without closing them.
+    pub async fn close_stale_sessions(&mut self) -> anyhow::Result<()> {
+        sqlx::query("UPDATE sessions SET ended_at = ?, end_reason = 'service stopped' WHERE ended_at IS NULL")
+            .bind(now_rfc3339())
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Starts an outage of `source` unless one is already open (an outage survives a restart of the service).
+    pub async fn outage_begin(&mut self, source: &str, reason: &str) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO outages (source, started_at, reason) SELECT ?, ?, ? \
+             WHERE NOT EXISTS (SELECT 1 FROM outages WHERE source = ? AND ended_at IS NULL)",
+        )
+        .bind(source)
+        .bind(now_rfc3339())
+        .bind(reason)
+        .bind(source)
+        .execute(&mut self.conn)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn outage_end(&mut self, source: &str) -> anyhow::Result<()> {
+        sqlx::query("UPDATE outages SET ended_at = ? WHERE source = ? AND ended_at IS NULL")
+            .bind(now_rfc3339())
+            .bind(source)
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn add_counter(&mut self, name: &str, by: i64) -> anyhow::Result<()> {
+        sqlx::query("INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
+            .bind(name)
+            .bind(by)
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+}
+
+async fn archive_unit(
+    tx: &mut SqliteConnection,
+    incoming: &Incoming,
+    raw_sha256: &str,
+    unit: &UnitRecord,
+    summary: &mut IngestSummary,
+) -> anyhow::Result<()> {
+    let insert_delivery = |source: Option<&str>, outcome: &'static str| {
+        sqlx::query(
+            "INSERT INTO deliveries (session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, outcome, \
+             report_id, event_key, decoder, error_kind, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(incoming.session_id)
+        .bind(&incoming.received_at)
+        .bind(raw_sha256)
+        .bind(unit.unit_index)
+        .bind(unit.type_tag.clone())
+        .bind(source.map(str::to_string))
+        .bind(incoming.marker)
+        .bind(outcome)
+    };
+    match &unit.kind {
+        UnitKind::Ignored => {
+            insert_delivery(None, "ignored")
+                .bind(None::<i64>)
+                .bind(None::<String>)
+                .bind(None::<String>)
+                .bind(None::<String>)
+                .bind(None::<String>)
+                .execute(&mut *tx)
+                .await?;
+            summary.ignored += 1;
+        }
+        UnitKind::Unparsed {
+            source,
+            decoder,
+            error_kind,
+            message,
+        } => {
+            insert_delivery(source.as_deref(), "unparsed")
+                .bind(None::<i64>)
+                .bind(None::<String>)
+                .bind(decoder.clone())
+                .bind(error_kind.clone())
+                .bind(message.clone())
+                .execute(&mut *tx)
+                .await?;
+            summary.unparsed += 1;
+        }
+        UnitKind::Report {
+            source,
+            identity,
+            report,
+            decoder_name,
+            decoder_sha256,
+        } => {
+            let event_key = event_key(source, &report.event_id);
+            let decoder = format!("{decoder_name}@{decoder_sha256}");
+            let existing: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?",
+            )
+            .bind(source)
+            .bind(identity)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(report_id) = existing {
+                insert_delivery(Some(source), "duplicate")
+                    .bind(report_id)
+                    .bind(&event_key)
+                    .bind(&decoder)
+                    .bind(None::<String>)
+                    .bind(None::<String>)
+                    .execute(&mut *tx)
+                    .await?;
+                summary.duplicates += 1;
+                return Ok(());
+            }
+            let report_id: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) + 1 FROM reports")
+                .fetch_one(&mut *tx)
+                .await?;
+            let delivery_id = insert_delivery(Some(source), "new-version")
+                .bind(report_id)
+                .bind(&event_key)
+                .bind(&decoder)
+                .bind(None::<String>)
+                .bind(None::<String>)
+                .execute(&mut *tx)
+                .await?
+                .last_insert_rowid();
+            insert_report(
+                tx,
+                report_id,
+                delivery_id,
+                &event_key,
+                source,
+                identity,
+                report,
+                &incoming.received_at,
+                decoder_name,
+                decoder_sha256,
+            )
+            .await?;
+            upsert_event(
+                tx,
+                &event_key,
+                source,
+                report,
+                report_id,
+                &incoming.received_at,
+            )
+            .await?;
+            summary.new_versions.push(report_id);
+        }
+    }
+    Ok(())
+}
+
+/// Stable event id: the first 16 bytes of SHA-256 of `<source>:<eventId>`, as 32 lowercase hex digits.
+pub fn event_key(source: &str, event_id: &str) -> String {
+    let digest = Sha256::digest(format!("{source}:{event_id}").as_bytes());
+    hex::encode(&digest[..16])
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn insert_report(
+    tx: &mut SqliteConnection,
+    report_id: i64,
+    delivery_id: i64,
+    event_key: &str,
+    source: &str,
+    identity: &str,
+    report: &Report,
+    received_at: &str,
+    decoder_name: &str,
+    decoder_sha256: &str,
+) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO reports (id, event_key, source, identity_sha256, delivery_id, received_at, event_id, upstream_event_id, \
+         revision, issued_at, origin_at, epicenter, magnitude, report_json, decoder_name, decoder_sha256) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(report_id)
+    .bind(event_key)
+    .bind(source)
+    .bind(identity)
+    .bind(delivery_id)
+    .bind(received_at)
+    .bind(&report.event_id)
+    .bind(&report.upstream_event_id)
+    .bind(report.revision)
+    .bind(&report.issued_at)
+    .bind(&report.origin_at)
+    .bind(&report.epicenter)
+    .bind(report.magnitude)
+    .bind(serde_json::to_string(report)?)
+    .bind(decoder_name)
+    .bind(decoder_sha256)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Brings the event's summary row up to date with a newly archived version.
+async fn upsert_event(
+    tx: &mut SqliteConnection,
+    event_key: &str,
+    source: &str,
+    report: &Report,
+    report_id: i64,
+    received_at: &str,
+) -> anyhow::Result<()> {
+    let revisions: BTreeSet<i64> =
+        sqlx::query_scalar("SELECT DISTINCT revision FROM reports WHERE event_key = ?")
+            .bind(event_key)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+    let top = revisions.last().copied().unwrap_or(report.revision);
+    let missing: Vec<i64> = (1..=top.min(MISSING_REVISIONS_SCAN_LIMIT))
+        .filter(|r| !revisions.contains(r))
+        .collect();
+    let existing = sqlx::query(
+        "SELECT latest_revision, origin_at, sort_ms, upstream_ids FROM events WHERE id = ?",
+    )
+    .bind(event_key)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let missing = serde_json::to_string(&missing)?;
+    match existing {
+        None => {
+            let origin_ms = report.origin_at.as_deref().and_then(parse_ms);
+            let sort_ms = origin_ms.or_else(|| parse_ms(received_at)).unwrap_or(0);
+            sqlx::query(
+                "INSERT INTO events (id, source, source_event_id, origin_at, origin_ms, sort_ms, month, latest_report_id, \
+                 latest_revision, report_count, missing_revisions, epicenter, magnitude, upstream_ids, first_report_id, last_report_id) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(event_key)
+            .bind(source)
+            .bind(&report.event_id)
+            .bind(&report.origin_at)
+            .bind(origin_ms)
+            .bind(sort_ms)
+            .bind(beijing_month(sort_ms))
+            .bind(report_id)
+            .bind(report.revision)
+            .bind(&missing)
+            .bind(&report.epicenter)
+            .bind(report.magnitude)
+            .bind(&report.upstream_event_id)
+            .bind(report_id)
+            .bind(report_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        Some(row) => {
+            let latest_revision: i64 = row.get(0);
+            let mut origin_at: Option<String> = row.get(1);
+            let mut sort_ms: i64 = row.get(2);
+            let mut upstream_ids: String = row.get(3);
+            // The latest report is the highest revision; a new version of that revision supersedes the older one.
+            let becomes_latest = report.revision >= latest_revision;
+            if becomes_latest && report.origin_at.is_some()
+                || origin_at.is_none() && report.origin_at.is_some()
+            {
+                origin_at = report.origin_at.clone();
+                sort_ms = origin_at.as_deref().and_then(parse_ms).unwrap_or(sort_ms);
+            }
+            if !upstream_ids
+                .split(' ')
+                .any(|id| id == report.upstream_event_id)
+            {
+                upstream_ids.push(' ');
+                upstream_ids.push_str(&report.upstream_event_id);
+            }
+            let origin_ms = origin_at.as_deref().and_then(parse_ms);
+            sqlx::query(
+                "UPDATE events SET origin_at = ?, origin_ms = ?, sort_ms = ?, month = ?, report_count = report_count + 1, \
+                 missing_revisions = ?, upstream_ids = ?, last_report_id = ?, \
+                 latest_report_id = CASE WHEN ? THEN ? ELSE latest_report_id END, \
+                 latest_revision = CASE WHEN ? THEN ? ELSE latest_revision END, \
+                 epicenter = CASE WHEN ? THEN ? ELSE epicenter END, \
+                 magnitude = CASE WHEN ? THEN ? ELSE magnitude END \
+                 WHERE id = ?",
+            )
+            .bind(&origin_at)
+            .bind(origin_ms)
+            .bind(sort_ms)
+            .bind(beijing_month(sort_ms))
+            .bind(&missing)
+            .bind(&upstream_ids)
+            .bind(report_id)
+            .bind(becomes_latest)
+            .bind(report_id)
+            .bind(becomes_latest)
+            .bind(report.revision)
+            .bind(becomes_latest)
+            .bind(&report.epicenter)
+            .bind(becomes_latest)
+            .bind(report.magnitude)
+            .bind(event_key)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+    Ok(())
+}

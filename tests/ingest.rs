@@ -1,0 +1,374 @@
+//! Ingestion end to end: the real `osds serve` against the fake relay over real sockets, into a real SQLite file,
+//! observed through the public API.
+
+mod support;
+
+use fake_relay::{FakeRelay, RelayConfig};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use support::{Server, all_reports, eventually, get_json, start_connected, wait_queries_done};
+
+fn sc_frame(origin: &str, revision: i64, magnitude: f64) -> String {
+    format!(
+        r#"{{"type":"sc_eew","ID":{revision},"EventID":"{origin}.0001_{revision}","ReportTime":"2026-08-28 13:13:5{revision}","ReportNum":{revision},"OriginTime":"2026-08-28 13:13:34","HypoCenter":"四川内江市隆昌市","Latitude":29.239,"Longitude":105.227,"Magunitude":{magnitude},"Depth":0.0,"MaxIntensity":7.1}}"#
+    )
+}
+
+fn cq_frame(event: &str, revision: i64) -> String {
+    format!(
+        r#"{{"type":"cq_eew","ID":"{revision}","EventID":"{event}_{revision}","ReportTime":"2026-09-10 10:10:25","ReportNum":{revision},"OriginTime":"2026-09-10 10:10:10","HypoCenter":"重庆荣昌区","Latitude":29.4,"Longitude":105.5,"Magnitude":4.1,"Depth":8,"MaxIntensity":5.9}}"#
+    )
+}
+
+async fn archive(server: &Server) -> Value {
+    get_json(&server.url("/status")).await["archive"].clone()
+}
+
+async fn wait_archive(server: &Server, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    eventually(20, what, || async {
+        let archive = archive(server).await;
+        check(&archive).then_some(archive)
+    })
+    .await
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn versions_are_deduplicated_across_sockets_and_raw_bytes_kept_exactly() {
+    let (relay, server) = start_connected(
+        RelayConfig::default(),
+        &["--upstream-query-window-secs", "0.3"],
+    )
+    .await;
+    wait_queries_done(&relay).await;
+    let first = sc_frame("202608281313", 1, 5.2);
+
+    // One push reaches /sc_eew and /all_eew: two deliveries, one version.
+    assert_eq!(relay.push("sc_eew", first.as_bytes()).await, 2);
+    wait_archive(&server, "two deliveries of one version", |a| {
+        a["deliveries"] == 2 && a["versions"] == 1
+    })
+    .await;
+
+    // The same bytes again on one socket, and the same content re-ordered on the other: duplicates only.
+    relay.push_to("/sc_eew", first.as_bytes()).await;
+    let reordered: Value = serde_json::from_str(&first).unwrap();
+    let mut fields: Vec<(String, Value)> =
+        reordered.as_object().unwrap().clone().into_iter().collect();
+    fields.reverse();
+    let reordered = serde_json::to_string(&serde_json::Map::from_iter(fields))
+        .unwrap()
+        .replace(",", ", ");
+    assert_ne!(reordered, first);
+    relay.push_to("/all_eew", reordered.as_bytes()).await;
+    let counts = wait_archive(&server, "four deliveries", |a| a["deliveries"] == 4).await;
+    assert_eq!(counts["versions"], 1);
+    assert_eq!(counts["duplicates"], 3);
+    assert_eq!(counts["rawPayloads"], 2, "two distinct byte sequences");
+
+    // A new revision, a content change within revision 1, and revision 4 (leaving 3 missing).
+    relay
+        .push("sc_eew", sc_frame("202608281313", 2, 5.3).as_bytes())
+        .await;
+    let changed = sc_frame("202608281313", 1, 5.1);
+    relay.push("sc_eew", changed.as_bytes()).await;
+    relay
+        .push("sc_eew", sc_frame("202608281313", 4, 5.4).as_bytes())
+        .await;
+    wait_archive(&server, "four versions", |a| {
+        a["versions"] == 4 && a["deliveries"] == 10
+    })
+    .await;
+
+    let reports = all_reports(&server).await;
+    let ids: Vec<i64> = reports.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(
+        ids,
+        vec![1, 2, 3, 4],
+        "cursor ids are gap-free in commit order"
+    );
+    for report in &reports {
+        assert_eq!(report["source"], "sc");
+        assert_eq!(report["depthKm"], Value::Null);
+        let raw = reqwest::get(
+            server.url(
+                &report["rawUrl"]
+                    .as_str()
+                    .unwrap()
+                    .replacen("/api/v1", "", 1),
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(raw.headers()["content-type"], "application/octet-stream");
+        let header_hash = raw.headers()["x-content-sha256"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let bytes = raw.bytes().await.unwrap();
+        assert_eq!(header_hash, sha256_hex(&bytes));
+    }
+    let first_raw =
+        reqwest::get(server.url(&format!("/deliveries/{}/raw", reports[0]["deliveryId"])))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+    assert_eq!(
+        first_raw.as_ref(),
+        first.as_bytes(),
+        "raw bytes are exactly what the relay sent"
+    );
+
+    let event_id = reports[0]["eventKey"].as_str().unwrap().to_string();
+    let event = get_json(&server.url(&format!("/events/{event_id}"))).await;
+    assert_eq!(event["reportCount"], 4);
+    assert_eq!(event["missingRevisions"], serde_json::json!([3]));
+    let revisions: Vec<i64> = event["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["revision"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        revisions,
+        vec![1, 1, 2, 4],
+        "all versions in revision order, both versions of revision 1"
+    );
+    assert_eq!(event["latest"]["revision"], 4);
+
+    let deliveries =
+        get_json(&server.url(&format!("/events/{event_id}/deliveries?limit=1000"))).await;
+    let items = deliveries["items"].as_array().unwrap();
+    assert_eq!(items.len(), 10, "duplicates included");
+    let markers: std::collections::BTreeSet<&str> = items
+        .iter()
+        .map(|d| d["marker"].as_str().unwrap())
+        .collect();
+    assert!(
+        markers.contains("primary-websocket-push") && markers.contains("redundant-websocket-push"),
+        "{markers:?}"
+    );
+    assert_eq!(
+        items
+            .iter()
+            .filter(|d| d["outcome"] == "new-version")
+            .count(),
+        4
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn garbage_other_channels_arrays_and_heartbeats() {
+    let config = RelayConfig {
+        heartbeat_every: Some(Duration::from_millis(100)),
+        heartbeat_on_connect: true,
+    };
+    let (relay, server) = start_connected(config, &[]).await;
+
+    relay.push_to("/sc_eew", b"\xff\xfe not json").await;
+    relay
+        .push_to("/all_eew", br#"{"type":"sc_eew","EventID":"#)
+        .await;
+    relay
+        .push_to(
+            "/all_eew",
+            br#"{"type":"jma_eew","EventID":"20260101000000","Serial":1}"#,
+        )
+        .await;
+    let array = format!(
+        "[{},{}]",
+        cq_frame("20260910101010", 1),
+        cq_frame("20260910101010", 2)
+    );
+    relay.push_to("/all_eew", array.as_bytes()).await;
+    let counts = wait_archive(&server, "garbage, ignored and array frames", |a| {
+        a["deliveries"] == 5
+    })
+    .await;
+    assert_eq!(counts["unparsed"], 2);
+    assert_eq!(counts["ignored"], 1);
+    assert_eq!(
+        counts["versions"], 2,
+        "each element of an array frame is decoded"
+    );
+    // Heartbeats arrived every 100 ms on five sockets and none was archived.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(archive(&server).await["deliveries"], 5);
+
+    let status = get_json(&server.url("/status")).await;
+    assert_eq!(status["healthy"], true);
+    let sc = status["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source"] == "sc")
+        .unwrap()
+        .clone();
+    assert_eq!(sc["health"], "ok");
+    assert!(
+        sc["lastReceivedAt"].is_string(),
+        "garbage on /sc_eew still counts as a reception of sc"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_query_reply_on_connect_is_marked_query_or_push() {
+    let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
+    let latest = r#"{"type":"fj_eew","EventID":"20241027182139_1","ReportTime":"2024-10-27 18:22:09","ReportNum":1,"OriginTime":"2024-10-27 18:21:43","HypoCenter":"台湾花莲县附近海域","Latitude":23.92,"Longitude":121.8,"Magunitude":5.8,"isFinal":false}"#;
+    relay.set_latest("query_fjeew", latest.as_bytes()).await;
+    let server = Server::start(&relay.url(), &[]);
+    let counts = wait_archive(&server, "the query replies from both sockets", |a| {
+        a["deliveries"] == 2
+    })
+    .await;
+    assert_eq!(counts["versions"], 1);
+    let received = relay.received().await;
+    assert!(
+        received.contains(&("/fj_eew".to_string(), "query_fjeew".to_string())),
+        "{received:?}"
+    );
+    assert!(
+        received.contains(&("/all_eew".to_string(), "query_fjeew".to_string())),
+        "{received:?}"
+    );
+    let reports = all_reports(&server).await;
+    let deliveries = get_json(&server.url(&format!(
+        "/events/{}/deliveries",
+        reports[0]["eventKey"].as_str().unwrap()
+    )))
+    .await;
+    for delivery in deliveries["items"].as_array().unwrap() {
+        assert_eq!(
+            delivery["marker"],
+            "primary/redundant-websocket-query-or-push"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn silence_reconnects_and_a_refusing_upstream_is_an_outage() {
+    let config = RelayConfig {
+        heartbeat_every: None,
+        heartbeat_on_connect: false,
+    };
+    let (relay, server) = start_connected(config, &[]).await;
+
+    // Pings keep a quiet connection alive: after several silence timeouts' worth, still one connection.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        relay.connection_count("/sc_eew").await,
+        1,
+        "pongs keep the connection alive"
+    );
+
+    // A relay that says nothing at all is left after the silence timeout.
+    relay.set_silent(true).await;
+    eventually(20, "a reconnect after silence", || async {
+        (relay.connection_count("/sc_eew").await >= 2).then_some(())
+    })
+    .await;
+    relay.set_silent(false).await;
+
+    // Every upgrade refused with 503 and every socket dropped: each channel is out.
+    relay.refuse_upgrades(Some(503)).await;
+    relay.close_all().await;
+    let status = eventually(20, "all sources down", || async {
+        let status = get_json(&server.url("/status")).await;
+        let sources = status["sources"].as_array().unwrap();
+        sources
+            .iter()
+            .all(|s| s["health"] == "down" && s["currentOutage"]["startedAt"].is_string())
+            .then_some(status)
+    })
+    .await;
+    assert_eq!(status["healthy"], false);
+    let before = relay.connection_count("/sc_eew").await;
+
+    // Upgrades accepted again: reconnected within the capped back-off, the outage closed.
+    relay.refuse_upgrades(None).await;
+    eventually(20, "sources back", || async {
+        let status = get_json(&server.url("/status")).await;
+        let sources = status["sources"].as_array().unwrap();
+        sources
+            .iter()
+            .all(|s| s["health"] == "ok" && s["currentOutage"].is_null())
+            .then_some(())
+    })
+    .await;
+    assert!(relay.connection_count("/sc_eew").await > before);
+    let status = get_json(&server.url("/status")).await;
+    let closed = status["outages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["source"] == "sc" && o["endedAt"].is_string())
+        .count();
+    assert!(
+        closed >= 2,
+        "the start-up outage and the refusal outage are recorded and closed: {}",
+        status["outages"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_server_keeps_every_committed_frame_intact_without_gaps_or_duplicates() {
+    let (relay, mut server) = start_connected(RelayConfig::default(), &[]).await;
+    let frames: Vec<String> = (1..=300)
+        .map(|n| cq_frame(&format!("2026091010{n:04}"), 1))
+        .collect();
+    let pusher = {
+        let frames = frames.clone();
+        async move {
+            for frame in &frames {
+                relay.push("cq_eew", frame.as_bytes()).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            relay
+        }
+    };
+    let pushing = tokio::spawn(pusher);
+    eventually(30, "some versions archived", || async {
+        (archive(&server).await["versions"].as_i64().unwrap() >= 40).then_some(())
+    })
+    .await;
+    server.kill();
+    let relay = pushing.await.unwrap();
+
+    let dir = server.dir.clone();
+    drop(server);
+    let server = Server::start_in(dir, &relay.url(), &[]);
+    let reports = all_reports(&server).await;
+    assert!(reports.len() >= 40, "{} versions survived", reports.len());
+    let ids: Vec<i64> = reports.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(
+        ids,
+        (1..=reports.len() as i64).collect::<Vec<_>>(),
+        "no gap in ids"
+    );
+    let mut seen = std::collections::HashSet::new();
+    for report in &reports {
+        assert!(
+            seen.insert(report["upstreamEventId"].as_str().unwrap().to_string()),
+            "duplicated version {report}"
+        );
+        let raw = reqwest::get(server.url(&format!("/deliveries/{}/raw", report["deliveryId"])))
+            .await
+            .unwrap();
+        let hash = raw.headers()["x-content-sha256"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let bytes = raw.bytes().await.unwrap();
+        assert_eq!(hash, sha256_hex(&bytes));
+        assert!(
+            frames.iter().any(|f| f.as_bytes() == bytes.as_ref()),
+            "stored bytes are exactly a pushed frame"
+        );
+    }
+}
