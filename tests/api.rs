@@ -5,10 +5,12 @@
 mod support;
 
 use fake_relay::RelayConfig;
+use futures_util::SinkExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use support::live::{SseClient, ws_next, ws_url};
 use support::{Server, eventually, get_json, start_connected, tests_dir, wait_queries_done};
 
 /// The OpenAPI document and the (path template, status) pairs the test has validated a response against.
@@ -59,40 +61,54 @@ impl Contract {
             .collect()
     }
 
-    /// A validator for the JSON body of `status` from `template`: the whole document is the root, so every
-    /// `#/components/...` reference resolves, and `$ref` points at the response's schema.
+    /// A validator for the JSON body of `status` from `template`.
     fn validator(&self, template: &str, status: u16) -> std::sync::Arc<jsonschema::Validator> {
-        let key = format!("{template} {status}");
-        if let Some(v) = self.validators.lock().unwrap().get(&key) {
-            return v.clone();
-        }
         let response = &self.operation(template)["responses"][status.to_string()];
         assert!(
             response.is_object(),
             "openapi.yaml declares no {status} for GET {template}"
         );
         let schema = &self.resolve(response)["content"]["application/json"]["schema"];
-        assert!(
-            schema.is_object(),
-            "no JSON schema for {status} of GET {template}"
-        );
+        let reference = schema["$ref"].as_str().unwrap_or_else(|| {
+            panic!("the {status} JSON schema of {template} should be a component $ref")
+        });
+        self.validator_for(reference)
+    }
+
+    /// A validator for the schema at `reference` (`#/components/schemas/X`): the whole document is the root,
+    /// so every `#/components/...` reference inside resolves.
+    fn validator_for(&self, reference: &str) -> std::sync::Arc<jsonschema::Validator> {
+        if let Some(v) = self.validators.lock().unwrap().get(reference) {
+            return v.clone();
+        }
         let mut root = self.doc.clone();
-        root["$ref"] = match schema["$ref"].as_str() {
-            Some(reference) => json!(reference),
-            None => panic!("the {status} schema of {template} should be a component $ref"),
-        };
+        root["$ref"] = json!(reference);
         let validator = std::sync::Arc::new(
             jsonschema::options()
                 .with_draft(jsonschema::Draft::Draft202012)
                 .should_validate_formats(true)
                 .build(&root)
-                .unwrap_or_else(|e| panic!("schema for {key} does not compile: {e}")),
+                .unwrap_or_else(|e| panic!("schema {reference} does not compile: {e}")),
         );
         self.validators
             .lock()
             .unwrap()
-            .insert(key, validator.clone());
+            .insert(reference.to_string(), validator.clone());
         validator
+    }
+
+    /// Checks `value` against a named component schema.
+    fn check(&self, component: &str, value: &Value, what: &str) {
+        let validator = self.validator_for(&format!("#/components/schemas/{component}"));
+        let errors: Vec<String> = validator
+            .iter_errors(value)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{what} does not match {component}:\n{}\nvalue: {value}",
+            errors.join("\n")
+        );
     }
 
     /// GETs `path` (relative to /api/v1), expects `status`, checks the body against the document, returns it.
@@ -173,7 +189,12 @@ async fn every_eew_endpoint_and_parameter_edge_matches_the_spec_and_openapi() {
     let contract = Contract::load();
     let (relay, server) = start_connected(
         RelayConfig::default(),
-        &["--upstream-query-window-secs", "0.3"],
+        &[
+            "--upstream-query-window-secs",
+            "0.3",
+            "--live-status-secs",
+            "0.3",
+        ],
     )
     .await;
     wait_queries_done(&relay).await;
@@ -529,6 +550,49 @@ async fn every_eew_endpoint_and_parameter_edge_matches_the_spec_and_openapi() {
             .contains("not a list of warnings")
     );
 
+    // Live channels: every message shape is the documented one.
+    let mut sse = SseClient::connect(&server.url("/stream?after=6"), None)
+        .await
+        .unwrap();
+    let mut kinds = BTreeSet::new();
+    while kinds.len() < 3 {
+        let event = sse.next_event().await.expect("stream open");
+        let kind = event.event.clone().unwrap();
+        let component = match kind.as_str() {
+            "ready" => "LiveReady",
+            "report" => "EewReport",
+            "status" => "LiveStatus",
+            other => panic!("undocumented SSE event `{other}`"),
+        };
+        contract.check(component, &event.json(), &format!("SSE `{kind}`"));
+        kinds.insert(kind);
+    }
+    contract
+        .covered
+        .lock()
+        .unwrap()
+        .insert(("/stream".into(), 200));
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url(&server, "?after=6"))
+        .await
+        .unwrap();
+    ws.send(tokio_tungstenite::tungstenite::Message::text("ping"))
+        .await
+        .unwrap();
+    let mut kinds = BTreeSet::new();
+    while kinds.len() < 4 {
+        let message = ws_next(&mut ws).await.expect("socket open");
+        let kind = message["type"].as_str().unwrap().to_string();
+        let component = match kind.as_str() {
+            "ready" => "LiveReady",
+            "report" => "WsReport",
+            "status" => "LiveStatus",
+            "pong" => "WsPong",
+            other => panic!("undocumented WebSocket message `{other}`"),
+        };
+        contract.check(component, &message, &format!("WebSocket `{kind}`"));
+        kinds.insert(kind);
+    }
+
     // Error paths: a 400 or 404 with the documented body, never a 5xx.
     let unknown_event = "0123456789abcdef0123456789abcdef";
     let errors: Vec<(&str, String, u16, &str)> = vec![
@@ -747,7 +811,22 @@ async fn every_eew_endpoint_and_parameter_edge_matches_the_spec_and_openapi() {
             );
             for value in good {
                 let path = format!("{}?{name}={}", concrete(template), encode(&value));
-                contract.get(&server, template, &path, 200).await;
+                match template.as_str() {
+                    // A stream never ends: its headers are the answer.
+                    "/stream" => {
+                        let response = reqwest::get(server.url(&path)).await.unwrap();
+                        assert_eq!(response.status(), 200, "GET {path}");
+                        assert_eq!(response.headers()["content-type"], "text/event-stream");
+                    }
+                    // Without an upgrade a good cursor can only be refused for the missing upgrade.
+                    "/ws" => {
+                        let body = contract.get(&server, template, &path, 400).await;
+                        assert_eq!(body["code"], "websocket_upgrade_required");
+                    }
+                    _ => {
+                        contract.get(&server, template, &path, 200).await;
+                    }
+                }
             }
             for value in bad {
                 if name == "q" && value.is_empty() {

@@ -2,6 +2,7 @@
 
 mod eew;
 pub mod error;
+pub mod live;
 pub mod params;
 
 use crate::decoders::SharedDecoders;
@@ -9,6 +10,7 @@ use crate::ingest::LiveState;
 use crate::store::Store;
 use axum::Router;
 use axum::http::Uri;
+use axum::routing::get;
 use error::ApiError;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -21,11 +23,19 @@ pub struct AppState {
     pub decoders: SharedDecoders,
     /// The commit horizon published by the archive writer.
     pub high_water: watch::Receiver<i64>,
+    pub live_config: live::LiveConfig,
+    /// Becomes true when the service stops: live connections close so shutdown does not wait on them.
+    pub shutdown: watch::Receiver<bool>,
 }
 
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .nest("/api/v1", eew::routes())
+        .nest(
+            "/api/v1",
+            eew::routes()
+                .route("/stream", get(live::stream))
+                .route("/ws", get(live::ws)),
+        )
         .fallback(not_found)
         .with_state(state)
 }

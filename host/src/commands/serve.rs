@@ -1,5 +1,6 @@
 //! `osds serve`: ingest from the upstream relay, archive, and serve the public API.
 
+use crate::api::live::LiveConfig;
 use crate::api::{self, AppState};
 use crate::decoders::DecoderSet;
 use crate::ingest::{ArchiveHandle, ChannelSpec, Ingester, LiveState, UpstreamConfig};
@@ -49,6 +50,24 @@ pub struct ServeArgs {
     /// Cap, in seconds, of the reconnect back-off.
     #[arg(long, env = "OSDS_UPSTREAM_BACKOFF_CAP_SECS", default_value_t = 15.0)]
     pub upstream_backoff_cap_secs: f64,
+    /// Reports per second sent to a live consumer (`/stream`, `/ws`) while its backlog is replayed.
+    #[arg(long, env = "OSDS_LIVE_REPLAY_RATE", default_value_t = 100.0)]
+    pub live_replay_rate: f64,
+    /// Seconds between `status` messages on live connections.
+    #[arg(long, env = "OSDS_LIVE_STATUS_SECS", default_value_t = 15.0)]
+    pub live_status_secs: f64,
+    /// Seconds between SSE keep-alive comments and WebSocket pings on idle live connections.
+    #[arg(long, env = "OSDS_LIVE_KEEPALIVE_SECS", default_value_t = 15.0)]
+    pub live_keepalive_secs: f64,
+    /// Milliseconds an SSE client waits before reconnecting (the stream's `retry:`).
+    #[arg(long, env = "OSDS_LIVE_RETRY_MS", default_value_t = 3000)]
+    pub live_retry_ms: u64,
+    /// Seconds a live consumer may leave a message unread before it is disconnected (it resumes by cursor).
+    #[arg(long, env = "OSDS_LIVE_SLOW_CONSUMER_SECS", default_value_t = 30.0)]
+    pub live_slow_consumer_secs: f64,
+    /// Close live connections after this many seconds so clients rebalance (they resume by cursor); 0: never.
+    #[arg(long, env = "OSDS_LIVE_MAX_CONNECTION_SECS", default_value_t = 0.0)]
+    pub live_max_connection_secs: f64,
 }
 
 fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
@@ -77,6 +96,25 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     )?;
     upstream.backoff_cap = seconds("upstream-backoff-cap-secs", args.upstream_backoff_cap_secs)?;
 
+    if !(args.live_replay_rate.is_finite() && args.live_replay_rate >= 1.0) {
+        anyhow::bail!("--live-replay-rate must be at least 1 report per second");
+    }
+    let live_config = LiveConfig {
+        replay_rate: args.live_replay_rate,
+        status_interval: seconds("live-status-secs", args.live_status_secs)?,
+        keepalive_interval: seconds("live-keepalive-secs", args.live_keepalive_secs)?,
+        retry: Duration::from_millis(args.live_retry_ms),
+        slow_consumer: seconds("live-slow-consumer-secs", args.live_slow_consumer_secs)?,
+        max_connection: if args.live_max_connection_secs == 0.0 {
+            None
+        } else {
+            Some(seconds(
+                "live-max-connection-secs",
+                args.live_max_connection_secs,
+            )?)
+        },
+    };
+
     let wasm = Runtime::new(Limits::default())?;
     let decoder_set = DecoderSet::load(&wasm, args.components_dir.as_deref())?;
     for decoder in decoder_set.decoders() {
@@ -100,11 +138,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(Ingester::start(upstream, decoders.clone(), archive.clone(), live.clone()).await?)
     };
 
+    let (stopping, shutdown) = tokio::sync::watch::channel(false);
     let state = AppState {
         store,
         live: live.clone(),
         decoders,
         high_water: archive.high_water(),
+        live_config,
+        shutdown,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -115,7 +156,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     println!("osds: serving http://{address}/api/v1");
     let app = api::router(state).into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Live connections never end by themselves: tell them to close so the drain can finish.
+            let _ = stopping.send(true);
+        })
         .await?;
 
     tracing::info!("shutting down");

@@ -1,0 +1,223 @@
+//! A real browser as the client: headless Chromium (Debian's package, driven through ChromeDriver's WebDriver
+//! API) opens `EventSource` on `/stream`; the server closes the stream every 1.5 s, the browser reconnects by
+//! itself with `Last-Event-ID`, and the page ends up with every report exactly once, in order.
+
+mod support;
+
+use fake_relay::RelayConfig;
+use serde_json::{Value, json};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use support::{eventually, get_json, start_connected, tempdir, tests_dir};
+
+/// Installs Chromium and ChromeDriver with the project's own script when they are missing.
+fn ensure_browser() {
+    if std::path::Path::new("/usr/bin/chromium").exists()
+        && std::path::Path::new("/usr/bin/chromedriver").exists()
+    {
+        return;
+    }
+    let status = Command::new("bash")
+        .arg(tests_dir().join("../.ci/install-browser"))
+        .status()
+        .expect("run .ci/install-browser");
+    assert!(status.success(), ".ci/install-browser failed");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A ChromeDriver process with one headless Chromium session; both end when dropped.
+struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+    http: reqwest::Client,
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let port = free_port();
+        let log = tempdir("chromedriver").join("chromedriver.log");
+        let driver = Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={port}"))
+            .arg(format!("--log-path={}", log.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        eventually(30, "chromedriver ready", || async {
+            let status = http.get(format!("{base}/status")).send().await.ok()?;
+            let body: Value = status.json().await.ok()?;
+            (body["value"]["ready"] == true).then_some(())
+        })
+        .await;
+        let profile = tempdir("chromium-profile");
+        let capabilities = json!({
+            "capabilities": { "alwaysMatch": {
+                "browserName": "chrome",
+                "goog:chromeOptions": {
+                    "binary": "/usr/bin/chromium",
+                    "args": [
+                        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                        "--disable-quic", "--no-first-run", "--disable-background-networking",
+                        "--disable-component-update", "--disable-sync",
+                        format!("--user-data-dir={}", profile.display()),
+                    ],
+                },
+            }},
+        });
+        let created: Value = http
+            .post(format!("{base}/session"))
+            .json(&capabilities)
+            .send()
+            .await
+            .expect("create session")
+            .json()
+            .await
+            .expect("session JSON");
+        let session = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no WebDriver session: {created}"))
+            .to_string();
+        Browser {
+            driver,
+            base,
+            session,
+            http,
+        }
+    }
+
+    async fn command(&self, path: &str, body: Value) -> Value {
+        let response: Value = self
+            .http
+            .post(format!("{}/session/{}{path}", self.base, self.session))
+            .json(&body)
+            .send()
+            .await
+            .expect("WebDriver command")
+            .json()
+            .await
+            .expect("WebDriver JSON");
+        assert!(
+            response["value"]["error"].is_null(),
+            "WebDriver {path} failed: {response}"
+        );
+        response["value"].clone()
+    }
+
+    async fn open(&self, url: &str) {
+        self.command("/url", json!({ "url": url })).await;
+    }
+
+    async fn eval(&self, script: &str) -> Value {
+        self.command("/execute/sync", json!({ "script": script, "args": [] }))
+            .await
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+const PAGE_SCRIPT: &str = r#"
+window.received = [];
+window.readies = [];
+window.opens = 0;
+const source = new EventSource('/api/v1/stream');
+source.onopen = () => { window.opens += 1; };
+source.addEventListener('ready', (e) => window.readies.push(JSON.parse(e.data)));
+source.addEventListener('report', (e) => {
+  const report = JSON.parse(e.data);
+  if (String(report.id) !== e.lastEventId) { window.mismatch = e.lastEventId; }
+  window.received.push(report.id);
+});
+return true;
+"#;
+
+fn cea_frame(n: u32) -> String {
+    format!(
+        r#"{{"type":"cenc_eew","ID":"b{n}","EventID":"20260829{n:04}.0001","ReportTime":"2026-08-29 06:07:28","ReportNum":1,"OriginTime":"2026-08-29 06:07:28","HypoCenter":"新疆阿克苏地区温宿县","Latitude":42.2,"Longitude":80.502,"Magnitude":4.0,"Depth":null,"MaxIntensity":5.1}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_browser_eventsource_resumes_by_itself_and_gets_every_report_once() {
+    ensure_browser();
+    let (relay, server) = start_connected(
+        RelayConfig::default(),
+        &[
+            "--live-max-connection-secs",
+            "1.5",
+            "--live-retry-ms",
+            "200",
+        ],
+    )
+    .await;
+    let browser = Browser::start().await;
+    browser.open(&server.url("/status")).await;
+    browser.eval(PAGE_SCRIPT).await;
+    eventually(20, "the page's stream is ready", || async {
+        (browser.eval("return window.readies.length").await == 1).then_some(())
+    })
+    .await;
+
+    // Reports arrive over about five seconds, across several server-side closes and browser reconnects.
+    const LAST: u32 = 50;
+    for n in 1..=LAST {
+        relay.push_to("/cenc_eew", cea_frame(n).as_bytes()).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually(30, "every report in the page", || async {
+        let received = browser.eval("return window.received").await;
+        (received.as_array().unwrap().len() >= LAST as usize).then_some(())
+    })
+    .await;
+    // Anything sent twice would arrive right after the last one.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let received = browser.eval("return window.received").await;
+    let archived: Vec<Value> = get_json(&server.url("/reports?limit=1000")).await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].clone())
+        .collect();
+    assert_eq!(archived.len(), LAST as usize);
+    assert_eq!(
+        received.as_array().unwrap(),
+        &archived,
+        "every report exactly once, in order"
+    );
+    assert_eq!(
+        browser.eval("return window.mismatch ?? null").await,
+        Value::Null
+    );
+
+    // The browser really reconnected, and each reconnection resumed from the last id it had.
+    let readies = browser.eval("return window.readies").await;
+    let readies = readies.as_array().unwrap();
+    assert!(
+        readies.len() >= 3,
+        "expected several reconnections: {readies:?}"
+    );
+    assert_eq!(
+        readies[0]["cursor"], 0,
+        "the first connection starts at the newest cursor"
+    );
+    assert!(
+        readies[1..]
+            .iter()
+            .any(|r| r["cursor"].as_i64().unwrap() > 0),
+        "a reconnection resumed with Last-Event-ID: {readies:?}"
+    );
+    assert!(browser.eval("return window.opens").await.as_i64().unwrap() >= 3);
+}

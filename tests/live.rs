@@ -1,0 +1,346 @@
+//! Live delivery end to end: `/stream` (SSE) and `/ws` on the real server fed by the fake relay, and the
+//! promise that matters: from the same cursor, `/reports`, SSE and WebSocket consumers, even ones that drop and
+//! resume mid-stream, see exactly the same ids in the same order, with nothing skipped or repeated.
+
+mod support;
+
+use fake_relay::{FakeRelay, RelayConfig};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use std::time::Duration;
+use support::live::{SseClient, ws_next, ws_url};
+use support::{Server, eventually, get_json, start_connected};
+use tokio_tungstenite::tungstenite::Message;
+
+fn cq_frame(n: u32) -> String {
+    format!(
+        r#"{{"type":"cq_eew","ID":"{n}","EventID":"2026091010{n:04}_1","ReportTime":"2026-09-10 10:10:25","ReportNum":1,"OriginTime":"2026-09-10 10:10:10","HypoCenter":"重庆荣昌区","Latitude":29.4,"Longitude":105.5,"Magnitude":4.1,"Depth":8,"MaxIntensity":5.9}}"#
+    )
+}
+
+async fn push_and_wait(relay: &FakeRelay, server: &Server, numbers: std::ops::RangeInclusive<u32>) {
+    let last = *numbers.end() as i64;
+    for n in numbers {
+        relay.push_to("/cq_eew", cq_frame(n).as_bytes()).await;
+    }
+    eventually(20, "reports archived", || async {
+        (get_json(&server.url("/reports?after=0&limit=1")).await["highWater"]
+            .as_i64()
+            .unwrap()
+            >= last)
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sse_replays_from_the_cursor_then_pushes_new_reports() {
+    let (relay, server) =
+        start_connected(RelayConfig::default(), &["--live-status-secs", "0.5"]).await;
+    push_and_wait(&relay, &server, 1..=5).await;
+
+    // No cursor: no history, then what is committed after connecting.
+    let mut fresh = SseClient::connect(&server.url("/stream"), None)
+        .await
+        .unwrap();
+    let retry = fresh.next().await.unwrap();
+    assert_eq!(retry.retry.as_deref(), Some("3000"), "retry: comes first");
+    let ready = fresh.next_event().await.unwrap();
+    assert_eq!(ready.event.as_deref(), Some("ready"));
+    assert_eq!(ready.id, None, "only report events carry an id");
+    assert_eq!(ready.json()["cursor"], 5);
+    assert_eq!(ready.json()["highWater"], 5);
+    assert_eq!(ready.json()["replaying"], false);
+
+    // `after` replays, and beats Last-Event-ID.
+    let mut replay = SseClient::connect(&server.url("/stream?after=2"), Some("4"))
+        .await
+        .unwrap();
+    let ready = replay.next_event().await.unwrap();
+    assert_eq!(ready.json()["cursor"], 2);
+    assert_eq!(ready.json()["replaying"], true);
+    // Last-Event-ID alone resumes after it.
+    let mut resumed = SseClient::connect(&server.url("/stream"), Some("4"))
+        .await
+        .unwrap();
+    assert_eq!(resumed.next_event().await.unwrap().json()["cursor"], 4);
+
+    push_and_wait(&relay, &server, 6..=6).await;
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let event = replay.next_event().await.unwrap();
+        if event.event.as_deref() == Some("report") {
+            let report = event.json();
+            assert_eq!(event.id.as_deref(), Some(report["id"].to_string().as_str()));
+            assert_eq!(report["source"], "cq");
+            assert!(
+                report["rawUrl"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("/api/v1/deliveries/")
+            );
+            seen.push(report["id"].as_i64().unwrap());
+        } else {
+            assert_eq!(event.id, None, "only report events carry an id");
+        }
+    }
+    assert_eq!(seen, [3, 4, 5, 6]);
+    let report = loop {
+        let event = fresh.next_event().await.unwrap();
+        if event.event.as_deref() == Some("report") {
+            break event;
+        }
+    };
+    assert_eq!(
+        report.id.as_deref(),
+        Some("6"),
+        "the new report, nothing older"
+    );
+    let after_resume = loop {
+        let event = resumed.next_event().await.unwrap();
+        if event.event.as_deref() == Some("report") {
+            break event;
+        }
+    };
+    assert_eq!(after_resume.id.as_deref(), Some("5"));
+
+    // Status every interval, with each source's health.
+    let status = loop {
+        let event = fresh.next_event().await.unwrap();
+        if event.event.as_deref() == Some("status") {
+            break event;
+        }
+    };
+    assert_eq!(status.id, None);
+    let sources = status.json()["sources"].as_array().unwrap().clone();
+    assert_eq!(sources.len(), 4);
+    assert!(sources.iter().all(|s| s["health"].is_string()));
+
+    // A bad cursor is a 400 with the JSON error body.
+    for (query, last_event_id) in [
+        ("/stream", Some("abc")),
+        ("/stream", Some("-1")),
+        ("/stream?after=x", None),
+        ("/stream?after=9007199254740992", None),
+        ("/stream?from=1", None),
+    ] {
+        let (status, body) = match SseClient::connect(&server.url(query), last_event_id).await {
+            Ok(_) => panic!("{query} {last_event_id:?} was accepted"),
+            Err(e) => e,
+        };
+        assert_eq!(status, 400, "{query} {last_event_id:?}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert!(body["error"].is_string() && body["code"].is_string());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn websocket_ready_report_status_and_ping() {
+    let (relay, server) =
+        start_connected(RelayConfig::default(), &["--live-status-secs", "0.5"]).await;
+    push_and_wait(&relay, &server, 1..=3).await;
+
+    let (mut ws, response) = tokio_tungstenite::connect_async(ws_url(&server, "?after=1"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 101);
+    let ready = ws_next(&mut ws).await.unwrap();
+    assert_eq!(ready["type"], "ready");
+    assert_eq!(ready["cursor"], 1);
+    assert_eq!(ready["highWater"], 3);
+    ws.send(Message::text("ping")).await.unwrap();
+    let mut reports = Vec::new();
+    let mut pong = false;
+    let mut status = false;
+    push_and_wait(&relay, &server, 4..=4).await;
+    while reports.len() < 3 || !pong || !status {
+        let message = ws_next(&mut ws).await.unwrap();
+        match message["type"].as_str().unwrap() {
+            "report" => {
+                assert_eq!(message["id"], message["data"]["id"]);
+                reports.push(message["id"].as_i64().unwrap());
+            }
+            "pong" => pong = true,
+            "status" => {
+                assert_eq!(message["sources"].as_array().unwrap().len(), 4);
+                status = true;
+            }
+            other => panic!("unexpected message type {other}"),
+        }
+    }
+    assert_eq!(reports, [2, 3, 4]);
+
+    // Without `after`, the socket starts at the newest cursor.
+    let (mut fresh, _) = tokio_tungstenite::connect_async(ws_url(&server, ""))
+        .await
+        .unwrap();
+    assert_eq!(ws_next(&mut fresh).await.unwrap()["cursor"], 4);
+
+    // A plain GET and a bad cursor are refused with the JSON error body.
+    let plain = reqwest::get(server.url("/ws")).await.unwrap();
+    assert_eq!(plain.status(), 400);
+    let bad = reqwest::get(server.url("/ws?after=-5")).await.unwrap();
+    assert_eq!(bad.status(), 400);
+    assert_eq!(bad.json::<Value>().await.unwrap()["code"], "out_of_range");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_past_their_lifetime_close_with_a_reason_naming_the_cursor() {
+    let (relay, server) =
+        start_connected(RelayConfig::default(), &["--live-max-connection-secs", "1"]).await;
+    push_and_wait(&relay, &server, 1..=2).await;
+    let mut sse = SseClient::connect(&server.url("/stream?after=0"), None)
+        .await
+        .unwrap();
+    let mut comments = Vec::new();
+    while let Some(message) = sse.next().await {
+        comments.extend(message.comments);
+    }
+    assert!(
+        comments
+            .iter()
+            .any(|c| c.contains("resume after report id 2")),
+        "{comments:?}"
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url(&server, "?after=1"))
+        .await
+        .unwrap();
+    let close = loop {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap()
+        {
+            Some(Ok(Message::Close(frame))) => break frame.expect("a close frame with a reason"),
+            Some(Ok(_)) => continue,
+            other => panic!("socket ended without a close frame: {other:?}"),
+        }
+    };
+    assert!(
+        close.reason.contains("resume after report id 2"),
+        "{}",
+        close.reason
+    );
+}
+
+/// How a test consumer follows the archive.
+#[derive(Clone, Copy, Debug)]
+enum Consumer {
+    Poll,
+    Sse { reconnect_every: Option<usize> },
+    Ws { reconnect_every: Option<usize> },
+}
+
+/// Follows from `cursor` until it has seen report `last`, reconnecting every few reports when asked, and
+/// returns every id it received, in order, duplicates kept.
+async fn follow(server_base: String, consumer: Consumer, cursor: i64, last: i64) -> Vec<i64> {
+    let url = |path: &str| format!("{server_base}{path}");
+    let mut seen: Vec<i64> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let position = |seen: &Vec<i64>| seen.last().copied().unwrap_or(cursor);
+    while position(&seen) < last {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{consumer:?} stalled at {seen:?}"
+        );
+        match consumer {
+            Consumer::Poll => {
+                let page =
+                    get_json(&url(&format!("/reports?after={}&limit=7", position(&seen)))).await;
+                let items = page["items"].as_array().unwrap();
+                seen.extend(items.iter().map(|r| r["id"].as_i64().unwrap()));
+                if items.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                }
+            }
+            Consumer::Sse { reconnect_every } => {
+                // The first connection names the cursor with `after`; resumptions use Last-Event-ID as a browser does.
+                let mut client = if seen.is_empty() {
+                    SseClient::connect(&url(&format!("/stream?after={cursor}")), None).await
+                } else {
+                    SseClient::connect(&url("/stream"), Some(&position(&seen).to_string())).await
+                }
+                .unwrap();
+                let mut this_connection = 0;
+                while let Some(event) = client.next_event().await {
+                    if event.event.as_deref() == Some("report") {
+                        seen.push(event.id.unwrap().parse().unwrap());
+                        this_connection += 1;
+                        if position(&seen) >= last || reconnect_every == Some(this_connection) {
+                            break;
+                        }
+                    }
+                }
+            }
+            Consumer::Ws { reconnect_every } => {
+                let ws_url =
+                    url(&format!("/ws?after={}", position(&seen))).replacen("http://", "ws://", 1);
+                let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.unwrap();
+                let mut this_connection = 0;
+                while let Some(message) = ws_next(&mut ws).await {
+                    if message["type"] == "report" {
+                        seen.push(message["id"].as_i64().unwrap());
+                        this_connection += 1;
+                        if position(&seen) >= last || reconnect_every == Some(this_connection) {
+                            break;
+                        }
+                    }
+                }
+                let _ = ws.close(None).await;
+            }
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_sse_and_websocket_consumers_see_the_same_ids_while_reports_arrive() {
+    let (relay, server) =
+        start_connected(RelayConfig::default(), &["--live-replay-rate", "400"]).await;
+    push_and_wait(&relay, &server, 1..=30).await;
+
+    const LAST: i64 = 120;
+    const CURSOR: i64 = 7;
+    let pusher = tokio::spawn(async move {
+        for n in 31..=LAST as u32 {
+            relay.push("cq_eew", cq_frame(n).as_bytes()).await;
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+        relay
+    });
+    let consumers = [
+        Consumer::Poll,
+        Consumer::Sse {
+            reconnect_every: None,
+        },
+        Consumer::Sse {
+            reconnect_every: Some(9),
+        },
+        Consumer::Ws {
+            reconnect_every: None,
+        },
+        Consumer::Ws {
+            reconnect_every: Some(13),
+        },
+    ];
+    let followers: Vec<_> = consumers
+        .iter()
+        .map(|&consumer| tokio::spawn(follow(server.url(""), consumer, CURSOR, LAST)))
+        .collect();
+    let mut results = Vec::new();
+    for (consumer, follower) in consumers.iter().zip(followers) {
+        // A consumer that misses an id waits for it forever (keep-alives keep its socket busy): bound it.
+        match tokio::time::timeout(Duration::from_secs(90), follower).await {
+            Ok(ids) => results.push(ids.unwrap()),
+            Err(_) => panic!("{consumer:?} never received every id up to {LAST}"),
+        }
+    }
+    let _relay = pusher.await.unwrap();
+
+    let expected: Vec<i64> = (CURSOR + 1..=LAST).collect();
+    for (consumer, ids) in consumers.iter().zip(&results) {
+        assert_eq!(
+            ids, &expected,
+            "{consumer:?}: every id after the cursor, once, in order"
+        );
+    }
+}
