@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service: ingest from the upstream relay, archive, and serve the API.
-    Serve(commands::serve::ServeArgs),
+    Serve(Box<commands::serve::ServeArgs>),
     /// Decode upstream frames from files through the loaded decoder components and print them as JSON.
     Decode(commands::decode::DecodeArgs),
 }
@@ -38,7 +38,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse_from(args);
     init_logging(&cli.log);
     let result = match cli.command {
-        Command::Serve(args) => commands::serve::run(args),
+        Command::Serve(args) => commands::serve::run(*args),
         Command::Decode(args) => commands::decode::run(args),
     };
     match result {

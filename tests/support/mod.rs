@@ -96,6 +96,24 @@ pub fn tempdir(label: &str) -> PathBuf {
     dir
 }
 
+/// Tests other than the gateway's make many requests from one address: they run with the per-client limits
+/// raised, unless they set those limits themselves.
+fn relaxed_limits(extra: &[&str]) -> Vec<&'static str> {
+    let mut args = Vec::new();
+    if !extra.contains(&"--rate-limit-burst") {
+        args.extend([
+            "--rate-limit-burst",
+            "1000000",
+            "--rate-limit-per-sec",
+            "100000",
+        ]);
+    }
+    if !extra.contains(&"--max-connections-per-client") {
+        args.extend(["--max-connections-per-client", "10000"]);
+    }
+    args
+}
+
 /// A running `osds serve` process on a fresh SQLite file, killed when dropped.
 pub struct Server {
     pub child: std::process::Child,
@@ -129,6 +147,7 @@ impl Server {
             ])
             .arg("--database-url")
             .arg(format!("sqlite://{}", db_path.display()))
+            .args(relaxed_limits(extra))
             .args(extra)
             .stdout(std::process::Stdio::piped())
             .stderr(std::fs::File::create(dir.join("server.log")).expect("server log"))

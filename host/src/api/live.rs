@@ -5,13 +5,14 @@
 
 use super::AppState;
 use super::error::ApiError;
+use super::gateway::HeldSlot;
 use super::params::{MAX_SAFE_INTEGER, Params, parse_int};
 use crate::store::Store;
 use crate::time::now_rfc3339;
 use axum::extract::ws::{
     CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
 };
-use axum::extract::{RawQuery, State};
+use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -311,6 +312,7 @@ async fn produce_sse(state: AppState, mut feed: Feed, events: mpsc::Sender<Event
 pub async fn ws(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
+    slot: Option<Extension<HeldSlot>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let after = requested_cursor(query.as_deref(), None)?;
@@ -325,7 +327,11 @@ pub async fn ws(
     })?;
     // The cursor is fixed when the request arrives, before the upgrade completes.
     let feed = Feed::start(&state, after);
-    Ok(upgrade.on_upgrade(move |socket| run_ws(state, feed, socket)))
+    Ok(upgrade.on_upgrade(move |socket| async move {
+        // The socket occupies one of its client's connection slots for as long as it is open.
+        let _slot = slot;
+        run_ws(state, feed, socket).await
+    }))
 }
 
 async fn run_ws(state: AppState, mut feed: Feed, socket: WebSocket) {

@@ -2,6 +2,7 @@
 
 mod eew;
 pub mod error;
+pub mod gateway;
 pub mod live;
 pub mod params;
 
@@ -9,11 +10,16 @@ use crate::decoders::SharedDecoders;
 use crate::ingest::LiveState;
 use crate::store::Store;
 use axum::Router;
-use axum::http::Uri;
+use axum::http::{HeaderName, Method, Uri, header};
+use axum::middleware;
 use axum::routing::get;
 use error::ApiError;
+use gateway::Gateway;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
+use tower_http::compression::CompressionLayer;
+use tower_http::cors::{Any, CorsLayer};
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -28,7 +34,22 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
 }
 
-pub fn router(state: AppState) -> Router {
+/// The whole public surface: the `/api/v1` routes behind the entrance's layers. Outermost first: methods,
+/// CORS, limits, the legacy host, availability, compression, caching.
+pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::HEAD, Method::OPTIONS])
+        .allow_headers(Any)
+        .expose_headers([
+            HeaderName::from_static("x-content-sha256"),
+            header::ETAG,
+            header::RETRY_AFTER,
+            header::CONTENT_LENGTH,
+            gateway::RATELIMIT,
+            gateway::RATELIMIT_POLICY,
+        ])
+        .max_age(Duration::from_secs(86_400));
     Router::new()
         .nest(
             "/api/v1",
@@ -38,6 +59,20 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(not_found)
         .with_state(state)
+        .layer(middleware::from_fn(gateway::caching))
+        .layer(CompressionLayer::new().compress_when(gateway::compress_json))
+        .layer(middleware::from_fn_with_state(
+            gateway.clone(),
+            gateway::availability,
+        ))
+        .layer(middleware::from_fn_with_state(
+            gateway.clone(),
+            gateway::legacy_host,
+        ))
+        .layer(middleware::from_fn_with_state(gateway, gateway::limits))
+        .layer(cors)
+        // Outermost: the CORS layer takes every OPTIONS for a preflight, so plain ones are answered first.
+        .layer(middleware::from_fn(gateway::methods))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

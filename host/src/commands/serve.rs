@@ -1,5 +1,6 @@
 //! `osds serve`: ingest from the upstream relay, archive, and serve the public API.
 
+use crate::api::gateway::{Gateway, GatewayConfig};
 use crate::api::live::LiveConfig;
 use crate::api::{self, AppState};
 use crate::decoders::DecoderSet;
@@ -68,6 +69,37 @@ pub struct ServeArgs {
     /// Close live connections after this many seconds so clients rebalance (they resume by cursor); 0: never.
     #[arg(long, env = "OSDS_LIVE_MAX_CONNECTION_SECS", default_value_t = 0.0)]
     pub live_max_connection_secs: f64,
+    /// Average requests per second allowed per client address.
+    #[arg(long, env = "OSDS_RATE_LIMIT_PER_SEC", default_value_t = 10.0)]
+    pub rate_limit_per_sec: f64,
+    /// Requests a client may make in a burst before the average applies.
+    #[arg(long, env = "OSDS_RATE_LIMIT_BURST", default_value_t = 80)]
+    pub rate_limit_burst: u32,
+    /// Requests in progress per client address, live streams and WebSockets included.
+    #[arg(long, env = "OSDS_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 20)]
+    pub max_connections_per_client: usize,
+    /// A reverse proxy whose `X-Forwarded-For` names the client (repeatable, or comma-separated).
+    #[arg(
+        long,
+        env = "OSDS_TRUSTED_PROXY",
+        value_delimiter = ',',
+        value_name = "IP"
+    )]
+    pub trusted_proxy: Vec<std::net::IpAddr>,
+    /// `Host` of the retired entrance, answered with 410 Gone (repeatable, or comma-separated).
+    #[arg(
+        long,
+        env = "OSDS_LEGACY_HOST",
+        value_delimiter = ',',
+        value_name = "HOST"
+    )]
+    pub legacy_host: Vec<String>,
+    /// The public base URL (ending in /api/v1) named to clients of the legacy host; default: the listen address.
+    #[arg(long, env = "OSDS_PUBLIC_BASE_URL", value_name = "URL")]
+    pub public_base_url: Option<String>,
+    /// Seconds a request may take before its response starts; then it is answered with 503.
+    #[arg(long, env = "OSDS_REQUEST_TIMEOUT_SECS", default_value_t = 30.0)]
+    pub request_timeout_secs: f64,
 }
 
 fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
@@ -138,6 +170,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(Ingester::start(upstream, decoders.clone(), archive.clone(), live.clone()).await?)
     };
 
+    if !(args.rate_limit_per_sec.is_finite() && args.rate_limit_per_sec > 0.0)
+        || args.rate_limit_burst == 0
+    {
+        anyhow::bail!("--rate-limit-per-sec and --rate-limit-burst must be positive");
+    }
     let (stopping, shutdown) = tokio::sync::watch::channel(false);
     let state = AppState {
         store,
@@ -154,7 +191,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(%address, "serving /api/v1");
     // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
     println!("osds: serving http://{address}/api/v1");
-    let app = api::router(state).into_make_service_with_connect_info::<SocketAddr>();
+    let gateway = Gateway::new(
+        GatewayConfig {
+            rate_per_second: args.rate_limit_per_sec,
+            burst: f64::from(args.rate_limit_burst),
+            max_connections: args.max_connections_per_client,
+            trusted_proxies: args.trusted_proxy.clone(),
+            legacy_hosts: args.legacy_host.clone(),
+            public_base_url: args
+                .public_base_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{address}/api/v1")),
+            request_timeout: seconds("request-timeout-secs", args.request_timeout_secs)?,
+        },
+        state.shutdown.clone(),
+    );
+    let app = api::router(state, gateway).into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

@@ -1,0 +1,374 @@
+//! The public entrance over real sockets: read-only methods, HEAD, CORS, per-client rate and connection limits,
+//! the retired legacy host, and caching validators and compression.
+
+mod support;
+
+use fake_relay::RelayConfig;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use support::live::ws_url;
+use support::{Server, eventually, get_json, start_connected};
+
+const LIMITS: [&str; 6] = [
+    "--rate-limit-burst",
+    "80",
+    "--rate-limit-per-sec",
+    "10",
+    "--max-connections-per-client",
+    "20",
+];
+
+const FRAME: &str = r#"{"type":"sc_eew","ID":8187,"EventID":"202608281313.0001_2","ReportTime":"2026-08-28 13:13:56","ReportNum":2,"OriginTime":"2026-08-28 13:13:34","HypoCenter":"四川内江市隆昌市","Latitude":29.239,"Longitude":105.227,"Magunitude":5.2,"Depth":0.0,"MaxIntensity":7.1}"#;
+
+/// A server with one archived report; returns it with the report's raw URL path (below /api/v1).
+async fn server_with_a_report(extra: &[&str]) -> (fake_relay::FakeRelay, Server, String) {
+    let (relay, server) = start_connected(RelayConfig::default(), extra).await;
+    relay.push_to("/sc_eew", FRAME.as_bytes()).await;
+    let report = eventually(20, "the report archived", || async {
+        let page = get_json(&server.url("/reports")).await;
+        page["items"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    let raw = report["rawUrl"]
+        .as_str()
+        .unwrap()
+        .replacen("/api/v1", "", 1);
+    (relay, server, raw)
+}
+
+fn assert_json_error(body: &str, code: &str) {
+    let body: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
+    assert_eq!(body["code"], code, "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_reads_are_allowed_head_works_and_cors_exposes_the_headers() {
+    let (_relay, server, raw) = server_with_a_report(&[]).await;
+    let client = reqwest::Client::new();
+
+    for method in ["POST", "PUT", "DELETE", "PATCH", "TRACE"] {
+        for path in ["/status", "/reports", "/no/such/path"] {
+            let response = client
+                .request(
+                    Method::from_bytes(method.as_bytes()).unwrap(),
+                    server.url(path),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path}"
+            );
+            assert_eq!(response.headers()["allow"], "GET, HEAD, OPTIONS");
+            assert_json_error(&response.text().await.unwrap(), "method_not_allowed");
+        }
+    }
+    let options = client
+        .request(Method::OPTIONS, server.url("/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(options.status(), StatusCode::NO_CONTENT);
+    assert_eq!(options.headers()["allow"], "GET, HEAD, OPTIONS");
+
+    // HEAD: the same headers as GET, no body.
+    let get = client.get(server.url(&raw)).send().await.unwrap();
+    let get_headers = get.headers().clone();
+    let bytes = get.bytes().await.unwrap();
+    let head = client.head(server.url(&raw)).send().await.unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
+    assert_eq!(
+        head.headers()["content-length"],
+        bytes.len().to_string().as_str()
+    );
+    assert_eq!(
+        head.headers()["x-content-sha256"],
+        get_headers["x-content-sha256"]
+    );
+    assert_eq!(head.headers()["etag"], get_headers["etag"]);
+    assert!(head.bytes().await.unwrap().is_empty());
+    let head_json = client.head(server.url("/events")).send().await.unwrap();
+    assert_eq!(head_json.status(), StatusCode::OK);
+    assert!(head_json.headers().contains_key("etag"));
+
+    // CORS for reads, and a preflight answered.
+    let cors = client
+        .get(server.url(&raw))
+        .header("Origin", "https://app.example.org")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cors.headers()["access-control-allow-origin"], "*");
+    let exposed = cors.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for header in [
+        "x-content-sha256",
+        "etag",
+        "retry-after",
+        "ratelimit",
+        "ratelimit-policy",
+    ] {
+        assert!(
+            exposed.split(',').any(|h| h.trim() == header),
+            "{header} not in {exposed}"
+        );
+    }
+    let preflight = client
+        .request(Method::OPTIONS, server.url("/stream"))
+        .header("Origin", "https://app.example.org")
+        .header("Access-Control-Request-Method", "GET")
+        .header("Access-Control-Request-Headers", "last-event-id")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success());
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "*");
+    let methods = preflight.headers()["access-control-allow-methods"]
+        .to_str()
+        .unwrap();
+    assert!(methods.contains("GET"), "{methods}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_of_100_lets_80_through_then_429_with_retry_after() {
+    let (_relay, server) = start_connected(RelayConfig::default(), &LIMITS).await;
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let mut statuses = Vec::new();
+    let mut limited = None;
+    for n in 0..100 {
+        // Without a trusted proxy, X-Forwarded-For is ignored: it cannot buy a fresh bucket.
+        let response = client
+            .get(server.url("/reports?limit=1"))
+            .header("X-Forwarded-For", format!("198.51.100.{n}"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status());
+        if response.status() == StatusCode::OK {
+            assert!(response.headers().contains_key("ratelimit"));
+            assert!(response.headers().contains_key("ratelimit-policy"));
+        } else if limited.is_none() {
+            limited = Some((response.headers().clone(), response.text().await.unwrap()));
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(
+        statuses[..80].iter().all(|s| *s == StatusCode::OK),
+        "the first 80 pass"
+    );
+    let passed = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    // Tokens refill at 10/s while the burst is sent.
+    assert!(
+        passed <= 80 + (elapsed * 10.0).ceil() as usize,
+        "{passed} passed in {elapsed:.2} s"
+    );
+    assert!(statuses.contains(&StatusCode::TOO_MANY_REQUESTS));
+    let (headers, body) = limited.unwrap();
+    let retry_after: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=30).contains(&retry_after));
+    assert_eq!(headers["ratelimit-policy"], "\"per-client\";q=80;w=8");
+    assert!(headers["ratelimit"].to_str().unwrap().contains("r=0"));
+    assert_json_error(&body, "rate_limited");
+
+    // After a pause the bucket refills.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        client
+            .get(server.url("/reports?limit=1"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_live_streams_per_client_and_the_21st_is_refused() {
+    let (_relay, server) = start_connected(RelayConfig::default(), &LIMITS).await;
+    let client = reqwest::Client::new();
+    let mut streams = Vec::new();
+    for _ in 0..15 {
+        let response = client.get(server.url("/stream")).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        streams.push(response);
+    }
+    let mut sockets = Vec::new();
+    for _ in 0..5 {
+        let (socket, _) = tokio_tungstenite::connect_async(ws_url(&server, ""))
+            .await
+            .unwrap();
+        sockets.push(socket);
+    }
+    let refused = client.get(server.url("/stream")).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    assert_json_error(&refused.text().await.unwrap(), "too_many_connections");
+    let plain = client.get(server.url("/status")).send().await.unwrap();
+    assert_eq!(
+        plain.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "a plain request needs a slot too"
+    );
+
+    // Closing a WebSocket frees its slot.
+    drop(sockets.pop());
+    eventually(10, "a slot freed by a closed socket", || async {
+        let response = client.get(server.url("/status")).send().await.unwrap();
+        (response.status() == StatusCode::OK).then_some(())
+    })
+    .await;
+    drop(streams);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_legacy_host_is_gone_and_serves_no_data() {
+    let (_relay, server) = start_connected(
+        RelayConfig::default(),
+        &[
+            "--legacy-host",
+            "old.example.org",
+            "--public-base-url",
+            "https://api.example.org/api/v1",
+        ],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    for path in ["/reports", "/events", "/status", "/stream"] {
+        let response = client
+            .get(server.url(path))
+            .header("Host", "old.example.org")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::GONE, "{path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["code"], "gone");
+        assert_eq!(body["baseUrl"], "https://api.example.org/api/v1");
+        assert!(body.get("items").is_none());
+    }
+    let current = client.get(server.url("/reports")).send().await.unwrap();
+    assert_eq!(current.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trusted_proxy_forwards_the_client_address() {
+    let (_relay, server) = start_connected(
+        RelayConfig::default(),
+        &[
+            "--trusted-proxy",
+            "127.0.0.1",
+            "--rate-limit-burst",
+            "5",
+            "--rate-limit-per-sec",
+            "0.1",
+        ],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let get = |ip: &'static str| {
+        let request = client
+            .get(server.url("/reports?limit=1"))
+            .header("X-Forwarded-For", ip);
+        async move { request.send().await.unwrap().status() }
+    };
+    for _ in 0..5 {
+        assert_eq!(get("203.0.113.1").await, StatusCode::OK);
+    }
+    assert_eq!(get("203.0.113.1").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        get("203.0.113.2").await,
+        StatusCode::OK,
+        "another client has its own bucket"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etags_revalidate_and_only_json_is_compressed() {
+    let (_relay, server, raw) = server_with_a_report(&[]).await;
+    let client = reqwest::Client::new();
+
+    let events = client.get(server.url("/events")).send().await.unwrap();
+    let etag = events.headers()["etag"].to_str().unwrap().to_string();
+    assert!(etag.starts_with("W/\""), "{etag}");
+    assert!(
+        events.headers()["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("max-age")
+    );
+    let again = client
+        .get(server.url("/events"))
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(again.headers()["etag"], etag.as_str());
+    assert!(again.bytes().await.unwrap().is_empty());
+    let other = client
+        .get(server.url("/events"))
+        .header("If-None-Match", "W/\"something-else\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+
+    let raw_response = client.get(server.url(&raw)).send().await.unwrap();
+    let strong = raw_response.headers()["etag"].to_str().unwrap().to_string();
+    assert!(
+        strong.starts_with('"'),
+        "raw bytes carry a strong ETag: {strong}"
+    );
+    assert!(
+        raw_response.headers()["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("immutable")
+    );
+    let revalidated = client
+        .get(server.url(&raw))
+        .header("If-None-Match", &strong)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revalidated.status(), StatusCode::NOT_MODIFIED);
+
+    for encoding in ["gzip", "br"] {
+        let json = client
+            .get(server.url("/status"))
+            .header("Accept-Encoding", encoding)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(json.headers()["content-encoding"], encoding);
+        let bytes = client
+            .get(server.url(&raw))
+            .header("Accept-Encoding", encoding)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            !bytes.headers().contains_key("content-encoding"),
+            "raw bytes are never re-encoded"
+        );
+        let stream = client
+            .get(server.url("/stream"))
+            .header("Accept-Encoding", encoding)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stream.headers()["content-type"], "text/event-stream");
+        assert!(
+            !stream.headers().contains_key("content-encoding"),
+            "SSE is never compressed"
+        );
+    }
+}
