@@ -372,3 +372,66 @@ async fn etags_revalidate_and_only_json_is_compressed() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_serves_rest_and_websocket_with_a_self_signed_certificate() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap();
+    let cert_pem = certified.cert.pem();
+    let dir = support::tempdir("tls");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, &cert_pem).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let relay = fake_relay::FakeRelay::start(RelayConfig::default())
+        .await
+        .unwrap();
+    let server = Server::start(
+        &relay.url(),
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        server.base.starts_with("https://127.0.0.1:"),
+        "{}",
+        server.base
+    );
+
+    // REST over TLS, trusting only our certificate.
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let status = client.get(server.url("/status")).send().await.unwrap();
+    assert_eq!(status.status(), StatusCode::OK);
+    assert_eq!(status.json::<Value>().await.unwrap()["version"], 1);
+    // Plain HTTP on the TLS port gets no answer.
+    let plain = reqwest::get(server.url("/status").replacen("https://", "http://", 1)).await;
+    assert!(plain.is_err() || !plain.unwrap().status().is_success());
+
+    // WebSocket over TLS (wss://).
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(certified.cert.der().clone()).unwrap();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let wss = server.url("/ws").replacen("https://", "wss://", 1);
+    let (mut socket, response) = tokio_tungstenite::connect_async_tls_with_config(
+        wss,
+        None,
+        false,
+        Some(tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(
+            config,
+        ))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 101);
+    let ready = support::live::ws_next(&mut socket).await.unwrap();
+    assert_eq!(ready["type"], "ready");
+}

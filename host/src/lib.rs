@@ -10,4 +10,5 @@ pub mod frame;
 pub mod ingest;
 pub mod store;
 pub mod time;
+pub mod tls;
 pub mod wasm;

@@ -6,8 +6,10 @@ use crate::api::{self, AppState};
 use crate::decoders::DecoderSet;
 use crate::ingest::{ArchiveHandle, ChannelSpec, Ingester, LiveState, UpstreamConfig};
 use crate::store;
+use crate::tls;
 use crate::wasm::{Limits, Runtime};
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -97,6 +99,12 @@ pub struct ServeArgs {
     /// The public base URL (ending in /api/v1) named to clients of the legacy host; default: the listen address.
     #[arg(long, env = "OSDS_PUBLIC_BASE_URL", value_name = "URL")]
     pub public_base_url: Option<String>,
+    /// PEM certificate chain: serve HTTPS (and WSS) instead of plain HTTP. Needs --tls-key.
+    #[arg(long, env = "OSDS_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "OSDS_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Seconds a request may take before its response starts; then it is answered with 503.
     #[arg(long, env = "OSDS_REQUEST_TIMEOUT_SECS", default_value_t = 30.0)]
     pub request_timeout_secs: f64,
@@ -184,13 +192,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         live_config,
         shutdown,
     };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
+    let request_timeout = seconds("request-timeout-secs", args.request_timeout_secs)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listen on {}", args.listen))?;
     let address = listener.local_addr()?;
-    tracing::info!(%address, "serving /api/v1");
-    // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
-    println!("osds: serving http://{address}/api/v1");
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let gateway = Gateway::new(
         GatewayConfig {
             rate_per_second: args.rate_limit_per_sec,
@@ -201,19 +212,33 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             public_base_url: args
                 .public_base_url
                 .clone()
-                .unwrap_or_else(|| format!("http://{address}/api/v1")),
-            request_timeout: seconds("request-timeout-secs", args.request_timeout_secs)?,
+                .unwrap_or_else(|| format!("{scheme}://{address}/api/v1")),
+            request_timeout,
         },
         state.shutdown.clone(),
     );
     let app = api::router(state, gateway).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            // Live connections never end by themselves: tell them to close so the drain can finish.
-            let _ = stopping.send(true);
-        })
-        .await?;
+    let drain = async move {
+        shutdown_signal().await;
+        // Live connections never end by themselves: tell them to close so the drain can finish.
+        let _ = stopping.send(true);
+    };
+    tracing::info!(%address, %scheme, "serving /api/v1");
+    // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
+    println!("osds: serving {scheme}://{address}/api/v1");
+    match tls {
+        Some(acceptor) => {
+            let listener = tls::TlsListener::new(listener, acceptor)?.tap_io(|_| ());
+            axum::serve(listener, app)
+                .with_graceful_shutdown(drain)
+                .await?
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(drain)
+                .await?
+        }
+    }
 
     tracing::info!("shutting down");
     if let Some(ingester) = ingester {
