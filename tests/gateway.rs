@@ -435,3 +435,21 @@ async fn tls_serves_rest_and_websocket_with_a_self_signed_certificate() {
     let ready = support::live::ws_next(&mut socket).await.unwrap();
     assert_eq!(ready["type"], "ready");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_that_cannot_be_answered_in_time_is_a_503_not_a_hang() {
+    // A deadline far shorter than any database read: every request runs out of time.
+    let relay = fake_relay::FakeRelay::start(RelayConfig::default())
+        .await
+        .unwrap();
+    let server = Server::start(&relay.url(), &["--request-timeout-secs", "0.000001"]);
+    let response = reqwest::get(server.url("/events")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry_after >= 1);
+    assert_json_error(&response.text().await.unwrap(), "unavailable");
+}
