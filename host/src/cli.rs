@@ -27,6 +27,8 @@ pub enum Command {
     Serve(Box<commands::serve::ServeArgs>),
     /// Decode upstream frames from files through the loaded decoder components and print them as JSON.
     Decode(commands::decode::DecodeArgs),
+    /// Take a consistent backup of the archive now (safe while `osds serve` runs) and rotate old backups.
+    Backup(commands::backup::BackupArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -40,6 +42,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => commands::serve::run(*args),
         Command::Decode(args) => commands::decode::run(args),
+        Command::Backup(args) => commands::backup::run(args),
     };
     match result {
         Ok(code) => code,

@@ -118,7 +118,7 @@ async fn status(
         "connections": sessions,
         "upstreamSockets": state.live.connections(),
         "outages": outages,
-        "backups": { "last": null, "note": "backups are kept on the same server; they are not off-site disaster recovery" },
+        "backups": crate::store::backup::status(&state.backups).await,
         "decoders": decoders,
     })))
 }

@@ -32,6 +32,8 @@ pub struct AppState {
     pub live_config: live::LiveConfig,
     /// Becomes true when the service stops: live connections close so shutdown does not wait on them.
     pub shutdown: watch::Receiver<bool>,
+    /// Where backups are kept and how often they are taken; `/status` lists the directory.
+    pub backups: Arc<crate::store::BackupSettings>,
 }
 
 /// The whole public surface: the `/api/v1` routes behind the entrance's layers. Outermost first: methods,

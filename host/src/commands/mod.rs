@@ -1,4 +1,5 @@
 //! One module per `osds` subcommand.
 
+pub mod backup;
 pub mod decode;
 pub mod serve;

@@ -108,6 +108,20 @@ pub struct ServeArgs {
     /// Seconds a request may take before its response starts; then it is answered with 503.
     #[arg(long, env = "OSDS_REQUEST_TIMEOUT_SECS", default_value_t = 30.0)]
     pub request_timeout_secs: f64,
+    /// Directory of the archive's backups (`osds-YYYYMMDDTHHMMSSZ.db`); `/status` lists it.
+    #[arg(
+        long,
+        env = "OSDS_BACKUP_DIR",
+        value_name = "DIR",
+        default_value = "data/backups"
+    )]
+    pub backup_dir: PathBuf,
+    /// Seconds between periodic backups (the first one after one interval); 0: no periodic backups.
+    #[arg(long, env = "OSDS_BACKUP_EVERY_SECS", default_value_t = 86_400)]
+    pub backup_every_secs: u64,
+    /// Backups kept in --backup-dir; older ones are deleted after each backup.
+    #[arg(long, env = "OSDS_BACKUP_KEEP", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
+    pub backup_keep: u32,
 }
 
 fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
@@ -191,7 +205,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         high_water: archive.high_water(),
         live_config,
         shutdown,
+        backups: Arc::new(store::BackupSettings {
+            directory: args.backup_dir.clone(),
+            every: (args.backup_every_secs > 0)
+                .then(|| Duration::from_secs(args.backup_every_secs)),
+            keep: args.backup_keep as usize,
+        }),
     };
+    let backups = tokio::spawn(store::backup::periodic(
+        args.database_url.clone(),
+        state.backups.clone(),
+        state.shutdown.clone(),
+    ));
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
@@ -241,6 +266,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
 
     tracing::info!("shutting down");
+    // Returns at once: it stops on the shutdown signal, abandoning a backup in progress.
+    let _ = backups.await;
     if let Some(ingester) = ingester {
         ingester.stop().await;
     }

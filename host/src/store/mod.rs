@@ -1,9 +1,11 @@
 //! All access to the database. SQLite (one file, WAL, `synchronous=FULL`) is the embedded default.
 //! Writes go through one [`Writer`] (see `writer.rs`), so report ids increase in commit order; reads use a pool.
 
+pub mod backup;
 mod read;
 mod writer;
 
+pub use backup::{BackupFile, BackupOutcome, BackupSettings};
 pub use read::*;
 pub use writer::{Incoming, IngestSummary, UnitKind, UnitRecord, Writer};
 
