@@ -27,6 +27,10 @@ pub enum Command {
     Serve(Box<commands::serve::ServeArgs>),
     /// Decode upstream frames from files through the loaded decoder components and print them as JSON.
     Decode(commands::decode::DecodeArgs),
+    /// Operate the decoders of a running server: list, check, install (hot swap) or roll back a component.
+    Components(commands::components::ComponentsArgs),
+    /// Re-decode archived payloads that are still unparsed with the current decoders (appends, never edits).
+    Reparse(commands::reparse::ReparseArgs),
     /// Take a consistent backup of the archive now (safe while `osds serve` runs) and rotate old backups.
     Backup(commands::backup::BackupArgs),
 }
@@ -42,6 +46,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => commands::serve::run(*args),
         Command::Decode(args) => commands::decode::run(args),
+        Command::Components(args) => commands::components::run(args),
+        Command::Reparse(args) => commands::reparse::run(args),
         Command::Backup(args) => commands::backup::run(args),
     };
     match result {

@@ -18,6 +18,8 @@ pub const CONTROL_TAGS: [&str; 2] = ["heartbeat", "pong"];
 #[derive(Clone, Default)]
 pub struct DecoderSet {
     by_tag: BTreeMap<String, Arc<DecoderComponent>>,
+    /// When each decoder (by the SHA-256 of its `.wasm`) was put in service.
+    installed_at: BTreeMap<String, String>,
 }
 
 impl DecoderSet {
@@ -63,7 +65,38 @@ impl DecoderSet {
         }
     }
 
+    /// A copy of this set with `decoder` serving its `source` in place of the one that did (if any). Fails
+    /// when it claims a `type` another source's decoder claims.
+    pub fn with_decoder(&self, decoder: Arc<DecoderComponent>) -> anyhow::Result<DecoderSet> {
+        let source = decoder.info().source.clone();
+        let mut set = self.clone();
+        set.by_tag.retain(|_, d| d.info().source != source);
+        set.insert(decoder)?;
+        let live: Vec<String> = set
+            .by_tag
+            .values()
+            .map(|d| d.info().sha256.clone())
+            .collect();
+        set.installed_at.retain(|sha, _| live.contains(sha));
+        Ok(set)
+    }
+
+    /// The decoder serving `source`.
+    pub fn for_source(&self, source: &str) -> Option<Arc<DecoderComponent>> {
+        self.by_tag
+            .values()
+            .find(|d| d.info().source == source)
+            .cloned()
+    }
+
+    /// When the decoder with this `.wasm` SHA-256 was put in service.
+    pub fn installed_at(&self, sha256: &str) -> Option<&str> {
+        self.installed_at.get(sha256).map(String::as_str)
+    }
+
     fn insert(&mut self, decoder: Arc<DecoderComponent>) -> anyhow::Result<()> {
+        self.installed_at
+            .insert(decoder.info().sha256.clone(), crate::time::now_rfc3339());
         for tag in &decoder.info().claims {
             anyhow::ensure!(
                 !CONTROL_TAGS.contains(&tag.as_str()),

@@ -1,9 +1,11 @@
 //! The Open Seismic Data Service host: networking, storage, the HTTP/SSE/WS surface and the Wasm runtime
 //! that runs the per-channel decoder components.
 
+pub mod admin;
 pub mod api;
 pub mod cli;
 pub mod commands;
+pub mod components;
 pub mod config;
 pub mod decoders;
 pub mod frame;

@@ -41,45 +41,49 @@ pub fn json_lines(output: &Output) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Builds a guest crate under `tests/` for wasm32-wasip2 (once per test binary) and returns a fresh directory
-/// holding only its `.wasm`, ready for `--components-dir`.
+/// Builds a guest crate (or workspace of guest crates) under `tests/` for wasm32-wasip2, once per test binary,
+/// and returns a fresh directory holding only the named `.wasm`, ready for `--components-dir`.
 pub fn guest_component_dir(crate_dir: &str, wasm_name: &str) -> PathBuf {
-    static BUILT: OnceLock<std::sync::Mutex<Vec<(String, PathBuf)>>> = OnceLock::new();
+    let dir = tempdir(crate_dir);
+    std::fs::copy(guest_component(crate_dir, wasm_name), dir.join(wasm_name))
+        .expect("copy component");
+    dir
+}
+
+/// Builds a guest crate (or workspace of guest crates) under `tests/` for wasm32-wasip2, once per test
+/// binary, and returns the path of the named `.wasm`.
+pub fn guest_component(crate_dir: &str, wasm_name: &str) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
     let built = BUILT.get_or_init(Default::default);
     let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    let wasm = match built.iter().find(|(name, _)| name == crate_dir) {
-        Some((_, wasm)) => wasm.clone(),
-        None => {
-            let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-build");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args([
-                    "build",
-                    "--release",
-                    "--locked",
-                    "--target",
-                    "wasm32-wasip2",
-                    "--manifest-path",
-                ])
-                .arg(tests_dir().join(crate_dir).join("Cargo.toml"))
-                .arg("--target-dir")
-                .arg(&target_dir)
-                .env_remove("CARGO_ENCODED_RUSTFLAGS")
-                .env_remove("RUSTFLAGS")
-                .status()
-                .expect("run cargo");
-            assert!(
-                status.success(),
-                "building tests/{crate_dir} for wasm32-wasip2 failed"
-            );
-            let wasm = target_dir.join("wasm32-wasip2/release").join(wasm_name);
-            built.push((crate_dir.to_string(), wasm.clone()));
-            wasm
-        }
-    };
-    let dir = tempdir(crate_dir);
-    std::fs::copy(&wasm, dir.join(wasm_name)).expect("copy component");
-    dir
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-build");
+    if !built.iter().any(|name| name == crate_dir) {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--release",
+                "--locked",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(tests_dir().join(crate_dir).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("RUSTFLAGS")
+            .status()
+            .expect("run cargo");
+        assert!(
+            status.success(),
+            "building tests/{crate_dir} for wasm32-wasip2 failed"
+        );
+        built.push(crate_dir.to_string());
+    }
+    let wasm = target_dir.join("wasm32-wasip2/release").join(wasm_name);
+    assert!(wasm.exists(), "{} was not built", wasm.display());
+    wasm
 }
 
 /// A new empty directory under the test run's temporary area.
@@ -147,6 +151,8 @@ impl Server {
             ])
             .arg("--database-url")
             .arg(format!("sqlite://{}", db_path.display()))
+            .arg("--admin-socket")
+            .arg(dir.join("admin.sock"))
             .args(relaxed_limits(extra))
             .args(extra)
             .stdout(std::process::Stdio::piped())

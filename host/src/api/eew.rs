@@ -102,12 +102,15 @@ async fn status(
         })
         .collect();
     let healthy = sources.iter().all(|s| s["connected"] == true);
-    let decoders: Vec<Value> = state
-        .decoders
-        .load()
+    let decoder_set = state.decoders.load();
+    let decoders: Vec<Value> = decoder_set
         .decoders()
         .iter()
-        .map(|d| serde_json::to_value(d.info()).unwrap_or_default())
+        .map(|d| {
+            let mut info = serde_json::to_value(d.info()).unwrap_or_default();
+            info["installedAt"] = json!(decoder_set.installed_at(&d.info().sha256));
+            info
+        })
         .collect();
     Ok(Json(json!({
         "version": 1,

@@ -1,5 +1,7 @@
 //! One module per `osds` subcommand.
 
 pub mod backup;
+pub mod components;
 pub mod decode;
+pub mod reparse;
 pub mod serve;

@@ -1,8 +1,10 @@
 //! `osds serve`: ingest from the upstream relay, archive, and serve the public API.
 
+use crate::admin;
 use crate::api::gateway::{Gateway, GatewayConfig};
 use crate::api::live::LiveConfig;
 use crate::api::{self, AppState};
+use crate::components::ComponentManager;
 use crate::decoders::DecoderSet;
 use crate::ingest::{ArchiveHandle, ChannelSpec, Ingester, LiveState, UpstreamConfig};
 use crate::store;
@@ -99,6 +101,20 @@ pub struct ServeArgs {
     /// The public base URL (ending in /api/v1) named to clients of the legacy host; default: the listen address.
     #[arg(long, env = "OSDS_PUBLIC_BASE_URL", value_name = "URL")]
     pub public_base_url: Option<String>,
+    /// Local admin socket for `osds components` (a Unix domain socket, never the public port).
+    #[arg(
+        long,
+        env = "OSDS_ADMIN_SOCKET",
+        default_value = "data/osds-admin.sock",
+        value_name = "PATH"
+    )]
+    pub admin_socket: PathBuf,
+    /// Fixture frames for the canary of a decoder install: DIR/<source>/*.json.
+    #[arg(long, env = "OSDS_CANARY_FIXTURES", value_name = "DIR")]
+    pub canary_fixtures: Option<PathBuf>,
+    /// Most recent archived payloads of a channel that the canary of a decoder install decodes.
+    #[arg(long, env = "OSDS_CANARY_RECENT", default_value_t = 200)]
+    pub canary_recent: i64,
     /// PEM certificate chain: serve HTTPS (and WSS) instead of plain HTTP. Needs --tls-key.
     #[arg(long, env = "OSDS_TLS_CERT", value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -191,6 +207,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(upstream = %upstream.url, "ingesting from the relay");
         Some(Ingester::start(upstream, decoders.clone(), archive.clone(), live.clone()).await?)
     };
+    let components = ComponentManager::new(
+        wasm.clone(),
+        decoders.clone(),
+        store.clone(),
+        args.canary_fixtures.clone(),
+        args.canary_recent.max(0),
+    );
+    if let Some(ingester) = &ingester {
+        components.attach_ingester(ingester.clone());
+    }
+    let admin_socket = admin::serve(args.admin_socket.clone(), components.clone())?;
+    if let Some(dir) = args.components_dir.clone() {
+        reload_on_hangup(components.clone(), dir);
+    }
 
     if !(args.rate_limit_per_sec.is_finite() && args.rate_limit_per_sec > 0.0)
         || args.rate_limit_burst == 0
@@ -266,6 +296,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
 
     tracing::info!("shutting down");
+    admin_socket.abort();
+    let _ = std::fs::remove_file(&args.admin_socket);
     // Returns at once: it stops on the shutdown signal, abandoning a backup in progress.
     let _ = backups.await;
     if let Some(ingester) = ingester {
@@ -276,6 +308,26 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     archive.flush().await;
     Ok(())
+}
+
+/// SIGHUP installs every component in `dir` that is not loaded yet, through the same validate → canary →
+/// swap path as `osds components install`.
+fn reload_on_hangup(components: Arc<ComponentManager>, dir: PathBuf) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let Ok(mut hangups) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            tracing::warn!(
+                "SIGHUP cannot be watched; reload components with `osds components install`"
+            );
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            tracing::info!(dir = %dir.display(), "SIGHUP: reloading components");
+            components.reload_dir(&dir).await;
+        }
+    });
 }
 
 async fn shutdown_signal() {

@@ -7,6 +7,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 /// Frames committed together at most.
 const GROUP_COMMIT_MAX: usize = 512;
+/// How often the horizon is re-read for versions appended by another process.
+const HORIZON_CHECK: Duration = Duration::from_secs(1);
 /// Frames waiting for the writer before connection tasks are held back.
 const QUEUE_DEPTH: usize = 16_384;
 
@@ -108,12 +110,27 @@ async fn run(
     high_water: watch::Sender<i64>,
 ) {
     let mut pending: Option<Command> = None;
+    let mut horizon_check = tokio::time::interval(HORIZON_CHECK);
+    horizon_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let command = match pending.take() {
             Some(command) => command,
-            None => match receiver.recv().await {
-                Some(command) => command,
-                None => break,
+            None => tokio::select! {
+                command = receiver.recv() => match command {
+                    Some(command) => command,
+                    None => break,
+                },
+                _ = horizon_check.tick() => {
+                    // Another process (`osds reparse`) may have appended versions: announce them too.
+                    match writer.refresh_high_water().await {
+                        Ok(Some(moved)) => {
+                            high_water.send_replace(moved);
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(error = %format!("{e:#}"), "reading the archive horizon failed"),
+                    }
+                    continue;
+                }
             },
         };
         match command {

@@ -48,7 +48,11 @@ impl UpstreamConfig {
 
 /// The running ingester.
 pub struct Ingester {
-    tasks: Vec<JoinHandle<()>>,
+    config: UpstreamConfig,
+    decoders: SharedDecoders,
+    archive: ArchiveHandle,
+    live: Arc<LiveState>,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -59,41 +63,61 @@ impl Ingester {
         decoders: SharedDecoders,
         archive: ArchiveHandle,
         live: Arc<LiveState>,
-    ) -> anyhow::Result<Ingester> {
-        let (shutdown, shutdown_rx) = watch::channel(false);
-        for channel in live.channels() {
-            archive
+    ) -> anyhow::Result<Arc<Ingester>> {
+        let (shutdown, _) = watch::channel(false);
+        let ingester = Arc::new(Ingester {
+            config,
+            decoders,
+            archive,
+            live,
+            tasks: Default::default(),
+            shutdown,
+        });
+        for channel in ingester.live.channels() {
+            ingester
+                .archive
                 .outage_begin(&channel.source, "service started; not yet connected")
                 .await;
+            ingester.connect(channel.path.clone(), true);
         }
-        let mut paths: Vec<(String, bool)> = live
-            .channels()
-            .iter()
-            .map(|c| (c.path.clone(), true))
-            .collect();
-        paths.push((state::REDUNDANT_PATH.to_string(), false));
-        let tasks = paths
-            .into_iter()
-            .map(|(path, primary)| {
-                let context = connection::Context {
-                    config: config.clone(),
-                    path,
-                    primary,
-                    decoders: decoders.clone(),
-                    archive: archive.clone(),
-                    live: live.clone(),
-                    shutdown: shutdown_rx.clone(),
-                };
-                tokio::spawn(connection::run(context))
-            })
-            .collect();
-        Ok(Ingester { tasks, shutdown })
+        ingester.connect(state::REDUNDANT_PATH.to_string(), false);
+        Ok(ingester)
+    }
+
+    /// Holds a connection to `path` open for as long as the service runs.
+    fn connect(&self, path: String, primary: bool) {
+        let context = connection::Context {
+            config: self.config.clone(),
+            path,
+            primary,
+            decoders: self.decoders.clone(),
+            archive: self.archive.clone(),
+            live: self.live.clone(),
+            shutdown: self.shutdown.subscribe(),
+        };
+        let task = tokio::spawn(connection::run(context));
+        self.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task);
+    }
+
+    /// Starts archiving a channel added while the service runs (a component for a new agency).
+    pub async fn add_channel(&self, channel: ChannelSpec) {
+        if self.live.add_channel(channel.clone()) {
+            tracing::info!(source = %channel.source, path = %channel.path, "new channel: connecting upstream");
+            self.archive
+                .outage_begin(&channel.source, "channel added; not yet connected")
+                .await;
+            self.connect(channel.path, true);
+        }
     }
 
     /// Closes every upstream connection and waits for the connection tasks to finish.
-    pub async fn stop(self) {
+    pub async fn stop(&self) {
         let _ = self.shutdown.send(true);
-        for task in self.tasks {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in tasks {
             let _ = task.await;
         }
     }

@@ -79,59 +79,76 @@ pub struct SourceState {
 
 #[derive(Default)]
 struct Inner {
+    /// Grows when a component for a new agency is installed.
+    channels: Vec<ChannelSpec>,
     connections: BTreeMap<String, ConnectionState>,
     last_received: BTreeMap<String, String>,
 }
 
 /// Shared between the connection tasks and the API.
 pub struct LiveState {
-    channels: Vec<ChannelSpec>,
     inner: Mutex<Inner>,
 }
 
 impl LiveState {
     pub fn new(channels: Vec<ChannelSpec>) -> LiveState {
-        let mut inner = Inner::default();
-        let paths = channels
-            .iter()
-            .map(|c| (c.path.clone(), "primary"))
-            .chain([(REDUNDANT_PATH.to_string(), "redundant")]);
-        for (path, role) in paths {
-            inner.connections.insert(
-                path.clone(),
-                ConnectionState {
-                    path,
-                    role,
-                    ..Default::default()
-                },
-            );
+        let state = LiveState {
+            inner: Mutex::new(Inner::default()),
+        };
+        state.add_connection(REDUNDANT_PATH, "redundant");
+        for channel in channels {
+            state.add_channel(channel);
         }
-        LiveState {
-            channels,
-            inner: Mutex::new(inner),
+        state
+    }
+
+    fn add_connection(&self, path: &str, role: &'static str) {
+        self.lock()
+            .connections
+            .entry(path.to_string())
+            .or_insert_with(|| ConnectionState {
+                path: path.to_string(),
+                role,
+                ..Default::default()
+            });
+    }
+
+    /// Adds a channel (a component for a new agency was installed). Returns false when its `type` is known.
+    pub fn add_channel(&self, channel: ChannelSpec) -> bool {
+        let path = channel.path.clone();
+        {
+            let mut inner = self.lock();
+            if inner
+                .channels
+                .iter()
+                .any(|c| c.type_tag == channel.type_tag)
+            {
+                return false;
+            }
+            inner.channels.push(channel);
         }
+        self.add_connection(&path, "primary");
+        true
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn channels(&self) -> &[ChannelSpec] {
-        &self.channels
+    pub fn channels(&self) -> Vec<ChannelSpec> {
+        self.lock().channels.clone()
     }
 
     pub fn sources(&self) -> Vec<String> {
-        let mut sources: Vec<String> = Vec::new();
-        for channel in &self.channels {
-            if !sources.contains(&channel.source) {
-                sources.push(channel.source.clone());
-            }
-        }
-        sources
+        sources_of(&self.lock().channels)
     }
 
-    pub fn channel_for_path(&self, path: &str) -> Option<&ChannelSpec> {
-        self.channels.iter().find(|c| c.path == path)
+    pub fn channel_for_path(&self, path: &str) -> Option<ChannelSpec> {
+        self.lock()
+            .channels
+            .iter()
+            .find(|c| c.path == path)
+            .cloned()
     }
 
     /// Seeds the last reception times from the archive at start-up.
@@ -207,10 +224,10 @@ impl LiveState {
         let inner = self.lock();
         let up = |path: &str| inner.connections.get(path).is_some_and(|c| c.connected);
         let redundant = up(REDUNDANT_PATH);
-        self.sources()
+        sources_of(&inner.channels)
             .into_iter()
             .map(|source| {
-                let primary = self
+                let primary = inner
                     .channels
                     .iter()
                     .filter(|c| c.source == source)
@@ -231,4 +248,15 @@ impl LiveState {
             })
             .collect()
     }
+}
+
+/// Each channel's `source` once, in channel order.
+fn sources_of(channels: &[ChannelSpec]) -> Vec<String> {
+    let mut sources: Vec<String> = Vec::new();
+    for channel in channels {
+        if !sources.contains(&channel.source) {
+            sources.push(channel.source.clone());
+        }
+    }
+    sources
 }

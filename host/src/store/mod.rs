@@ -7,7 +7,9 @@ mod writer;
 
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
 pub use read::*;
-pub use writer::{Incoming, IngestSummary, UnitKind, UnitRecord, Writer};
+pub use writer::{
+    Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
+};
 
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};

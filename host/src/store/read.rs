@@ -19,6 +19,37 @@ pub struct EventFilter {
     pub limit: i64,
 }
 
+/// One decodable unit of an archived frame, with the delivery that brought it.
+#[derive(Debug, Clone)]
+pub struct ArchivedUnit {
+    pub delivery_id: i64,
+    pub received_at: String,
+    pub unit_index: i64,
+    pub type_tag: Option<String>,
+    pub source: Option<String>,
+    /// The whole frame's bytes, as received.
+    pub frame: Vec<u8>,
+}
+
+fn archived_unit(row: &SqliteRow) -> ArchivedUnit {
+    ArchivedUnit {
+        delivery_id: row.get("id"),
+        received_at: row.get("received_at"),
+        unit_index: row.get("unit_index"),
+        type_tag: row.get("type_tag"),
+        source: row.get("source"),
+        frame: row.get("bytes"),
+    }
+}
+
+/// Which unparsed deliveries `osds reparse` goes through.
+#[derive(Debug, Default, Clone)]
+pub struct UnparsedFilter {
+    pub source: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+}
+
 pub struct EventPage {
     pub items: Vec<Value>,
     pub total: i64,
@@ -43,7 +74,10 @@ pub struct ArchiveCounts {
     pub versions: i64,
     pub deliveries: i64,
     pub raw_payloads: i64,
+    /// Deliveries that did not decode and have not been recovered by a later decoder.
     pub unparsed: i64,
+    /// Unparsed deliveries a later decoder recovered (`osds reparse`).
+    pub recovered: i64,
     pub ignored: i64,
     pub duplicates: i64,
     pub high_water: i64,
@@ -261,7 +295,9 @@ impl Store {
     ) -> anyhow::Result<DeliveryPage> {
         let rows = sqlx::query(
             "SELECT d.*, s.path, s.role, p.size FROM deliveries d JOIN sessions s ON s.id = d.session_id \
-             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 WHERE d.event_key = ? AND d.id > ? ORDER BY d.id LIMIT ?",
+             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
+             WHERE (d.event_key = ?1 OR d.id IN (SELECT delivery_id FROM reparses WHERE event_key = ?1)) \
+             AND d.id > ?2 ORDER BY d.id LIMIT ?3",
         )
         .bind(event_id)
         .bind(after)
@@ -330,7 +366,9 @@ impl Store {
             "SELECT (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM reports) AS versions, \
              (SELECT COALESCE(MAX(id), 0) FROM reports) AS high_water, \
              (SELECT COUNT(*) FROM deliveries) AS deliveries, (SELECT COUNT(*) FROM raw_payloads) AS raw_payloads, \
-             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'unparsed') AS unparsed, \
+             (SELECT COUNT(*) FROM deliveries d WHERE outcome = 'unparsed' \
+                AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id)) AS unparsed, \
+             (SELECT COUNT(*) FROM reparses) AS recovered, \
              (SELECT COUNT(*) FROM deliveries WHERE outcome = 'ignored') AS ignored, \
              (SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate') AS duplicates",
         )
@@ -342,6 +380,7 @@ impl Store {
             deliveries: row.get("deliveries"),
             raw_payloads: row.get("raw_payloads"),
             unparsed: row.get("unparsed"),
+            recovered: row.get("recovered"),
             ignored: row.get("ignored"),
             duplicates: row.get("duplicates"),
             high_water: row.get("high_water"),
@@ -396,6 +435,81 @@ impl Store {
             .iter()
             .map(|r| (r.get("source"), r.get("at")))
             .collect())
+    }
+
+    /// The most recent distinct payloads of a channel (its `source`, or one of the `type` tags it claims, so a
+    /// channel about to be added has the frames archived as ignored), for a decoder's canary.
+    pub async fn canary_payloads(
+        &self,
+        source: &str,
+        claims: &[String],
+        limit: i64,
+    ) -> anyhow::Result<Vec<ArchivedUnit>> {
+        let placeholders = vec!["?"; claims.len().max(1)].join(", ");
+        let sql = format!(
+            "SELECT d.id, d.received_at, d.unit_index, d.type_tag, d.source, p.bytes FROM deliveries d \
+             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
+             WHERE d.id IN (SELECT MAX(id) FROM deliveries WHERE source = ? OR type_tag IN ({placeholders}) \
+                            GROUP BY raw_sha256, unit_index) \
+             ORDER BY d.id DESC LIMIT ?"
+        );
+        let mut query = sqlx::query(&sql).bind(source);
+        if claims.is_empty() {
+            query = query.bind(None::<String>);
+        }
+        for claim in claims {
+            query = query.bind(claim);
+        }
+        let rows = query.bind(limit).fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(archived_unit).collect())
+    }
+
+    /// Unparsed deliveries not yet recovered, by increasing id after `after`, optionally of one source and
+    /// within a reception-time range (RFC 3339, inclusive start, exclusive end).
+    pub async fn unparsed_deliveries(
+        &self,
+        filter: &UnparsedFilter,
+        after: i64,
+        limit: i64,
+    ) -> anyhow::Result<Vec<ArchivedUnit>> {
+        let rows = sqlx::query(
+            "SELECT d.id, d.received_at, d.unit_index, d.type_tag, d.source, p.bytes FROM deliveries d \
+             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
+             WHERE d.outcome = 'unparsed' AND d.id > ? \
+             AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
+             AND (? IS NULL OR d.source = ?) \
+             AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?) \
+             ORDER BY d.id LIMIT ?",
+        )
+        .bind(after)
+        .bind(&filter.source)
+        .bind(&filter.source)
+        .bind(&filter.since)
+        .bind(&filter.since)
+        .bind(&filter.until)
+        .bind(&filter.until)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(archived_unit).collect())
+    }
+
+    /// How many deliveries [`Store::unparsed_deliveries`] would go through.
+    pub async fn count_unparsed(&self, filter: &UnparsedFilter) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM deliveries d WHERE d.outcome = 'unparsed' \
+             AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
+             AND (? IS NULL OR d.source = ?) \
+             AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?)",
+        )
+        .bind(&filter.source)
+        .bind(&filter.source)
+        .bind(&filter.since)
+        .bind(&filter.since)
+        .bind(&filter.until)
+        .bind(&filter.until)
+        .fetch_one(&self.pool)
+        .await?)
     }
 
     pub async fn counter(&self, name: &str) -> anyhow::Result<i64> {

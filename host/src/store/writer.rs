@@ -8,6 +8,10 @@ use sqlx::{Connection, Row, SqliteConnection};
 use std::collections::BTreeSet;
 use wolfx_core::Report;
 
+/// Write transactions take the write lock up front: a deferred one that read first could not upgrade after
+/// another process (`osds reparse`, `osds backup`) committed, and SQLite would refuse it without waiting.
+const WRITE_TRANSACTION: &str = "BEGIN IMMEDIATE";
+
 /// Revisions above this are not expanded into a missing-revisions list (a garbage `ReportNum` must not make a
 /// list of millions).
 const MISSING_REVISIONS_SCAN_LIMIT: i64 = 1000;
@@ -62,6 +66,27 @@ pub struct IngestSummary {
     pub high_water: i64,
 }
 
+/// An archived delivery that a later decoder turned into a report (see `osds reparse`).
+#[derive(Debug, Clone)]
+pub struct Recovered {
+    pub delivery_id: i64,
+    pub received_at: String,
+    pub source: String,
+    /// SHA-256 of the unit's canonical JSON without `type`.
+    pub identity: String,
+    pub report: Box<Report>,
+    pub decoder_name: String,
+    pub decoder_sha256: String,
+}
+
+/// What one recovery transaction did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RecoverySummary {
+    pub new_versions: Vec<i64>,
+    /// Recovered units whose version was archived already (from another delivery).
+    pub duplicates: usize,
+}
+
 pub struct Writer {
     conn: SqliteConnection,
     high_water: i64,
@@ -81,7 +106,7 @@ impl Writer {
 
     /// Archives a batch of frames in one durable transaction (group commit).
     pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
-        let mut tx = self.conn.begin().await?;
+        let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;
         let mut summary = IngestSummary::default();
         for incoming in batch {
             let raw_sha256 = hex::encode(Sha256::digest(&incoming.frame));
@@ -98,10 +123,102 @@ impl Writer {
         }
         tx.commit().await.context("commit ingest transaction")?;
         if let Some(&last) = summary.new_versions.last() {
-            self.high_water = last;
+            self.high_water = self.high_water.max(last);
         }
         summary.high_water = self.high_water;
         Ok(summary)
+    }
+
+    /// Appends the versions recovered from unparsed deliveries in one durable transaction. The deliveries
+    /// themselves are never touched; each recovery is a `reparses` row. A delivery recovered before is skipped.
+    pub async fn recover(&mut self, items: &[Recovered]) -> anyhow::Result<RecoverySummary> {
+        let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;
+        let mut summary = RecoverySummary::default();
+        let now = now_rfc3339();
+        for item in items {
+            let done: Option<i64> =
+                sqlx::query_scalar("SELECT 1 FROM reparses WHERE delivery_id = ?")
+                    .bind(item.delivery_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if done.is_some() {
+                continue;
+            }
+            let event_key = event_key(&item.source, &item.report.event_id);
+            let existing: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?",
+            )
+            .bind(&item.source)
+            .bind(&item.identity)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let (report_id, outcome) = match existing {
+                Some(id) => {
+                    summary.duplicates += 1;
+                    (id, "duplicate")
+                }
+                None => {
+                    let id: i64 =
+                        sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) + 1 FROM reports")
+                            .fetch_one(&mut *tx)
+                            .await?;
+                    insert_report(
+                        &mut tx,
+                        id,
+                        item.delivery_id,
+                        &event_key,
+                        &item.source,
+                        &item.identity,
+                        &item.report,
+                        &item.received_at,
+                        &item.decoder_name,
+                        &item.decoder_sha256,
+                    )
+                    .await?;
+                    upsert_event(
+                        &mut tx,
+                        &event_key,
+                        &item.source,
+                        &item.report,
+                        id,
+                        &item.received_at,
+                    )
+                    .await?;
+                    summary.new_versions.push(id);
+                    (id, "new-version")
+                }
+            };
+            sqlx::query(
+                "INSERT INTO reparses (delivery_id, report_id, event_key, outcome, decoder, reparsed_at) \
+                 VALUES (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(item.delivery_id)
+            .bind(report_id)
+            .bind(&event_key)
+            .bind(outcome)
+            .bind(format!("{}@{}", item.decoder_name, item.decoder_sha256))
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await.context("commit recovery transaction")?;
+        if let Some(&last) = summary.new_versions.last() {
+            self.high_water = self.high_water.max(last);
+        }
+        Ok(summary)
+    }
+
+    /// Re-reads the highest report id: another process (`osds reparse`) may have appended versions.
+    /// Returns the new horizon when it moved.
+    pub async fn refresh_high_water(&mut self) -> anyhow::Result<Option<i64>> {
+        let current: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
+            .fetch_one(&mut self.conn)
+            .await?;
+        if current > self.high_water {
+            self.high_water = current;
+            return Ok(Some(current));
+        }
+        Ok(None)
     }
 
     pub async fn open_session(&mut self, path: &str, role: &str, url: &str) -> anyhow::Result<i64> {

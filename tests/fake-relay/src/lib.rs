@@ -33,8 +33,15 @@ pub fn query_command(type_tag: &str) -> Option<&'static str> {
     CHANNELS.iter().find(|c| c.0 == type_tag).map(|c| c.2)
 }
 
+/// The five paths of the spec's channels, and any further `/<agency>_eew` channel (the real relay carries
+/// more agencies than the service archives by default).
 fn known_path(path: &str) -> bool {
-    path == REDUNDANT_PATH || CHANNELS.iter().any(|c| c.1 == path)
+    path == REDUNDANT_PATH
+        || CHANNELS.iter().any(|c| c.1 == path)
+        || path
+            .strip_prefix('/')
+            .and_then(|p| p.strip_suffix("_eew"))
+            .is_some_and(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
 fn now_ms() -> u128 {
@@ -123,11 +130,11 @@ impl FakeRelay {
     /// Sends exactly `bytes` to every client of the channel of `type_tag` and of `/all_eew`. Returns the number
     /// of sockets written to.
     pub async fn push(&self, type_tag: &str, bytes: &[u8]) -> usize {
-        let channel = channel_path(type_tag);
-        self.send_where(bytes, |path| {
-            Some(path) == channel || path == REDUNDANT_PATH
-        })
-        .await
+        let channel = channel_path(type_tag)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("/{type_tag}"));
+        self.send_where(bytes, |path| path == channel || path == REDUNDANT_PATH)
+            .await
     }
 
     /// Sends exactly `bytes` to the clients of one path only.

@@ -1,0 +1,211 @@
+//! The local admin channel: a Unix domain socket (never the public port) on which the running server takes
+//! operator commands, one JSON line in and one JSON line out per connection.
+
+use crate::components::ComponentManager;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+/// A request larger than this (a component is sent inline) is refused.
+const MAX_REQUEST_BYTES: u64 = 256 << 20;
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case")]
+pub enum Request {
+    List,
+    Check {
+        wasm_hex: String,
+    },
+    Install {
+        channel: String,
+        wasm_hex: String,
+        force: bool,
+    },
+    Rollback {
+        channel: String,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    pub message: String,
+    #[serde(default)]
+    pub details: Value,
+}
+
+/// Listens on `path` (replacing a stale socket file) until the service stops. Only the owner may connect.
+pub fn serve(
+    path: PathBuf,
+    manager: Arc<ComponentManager>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("create admin socket directory {}", parent.display()))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+            anyhow::bail!(
+                "another server is listening on the admin socket {}",
+                path.display()
+            );
+        }
+        std::fs::remove_file(&path)
+            .with_context(|| format!("remove stale admin socket {}", path.display()))?;
+    }
+    let listener = UnixListener::bind(&path)
+        .with_context(|| format!("bind admin socket {}", path.display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("restrict admin socket {}", path.display()))?;
+    }
+    tracing::info!(socket = %path.display(), "admin socket ready");
+    Ok(tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let manager = manager.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = handle(stream, manager).await {
+                            tracing::warn!(error = %format!("{e:#}"), "admin connection failed");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin socket accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }))
+}
+
+async fn handle(stream: UnixStream, manager: Arc<ComponentManager>) -> anyhow::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    BufReader::new(read.take(MAX_REQUEST_BYTES))
+        .read_line(&mut line)
+        .await?;
+    let response = match serde_json::from_str::<Request>(&line) {
+        Ok(request) => execute(request, &manager).await,
+        Err(e) => Response {
+            ok: false,
+            message: format!("not an admin request: {e}"),
+            details: Value::Null,
+        },
+    };
+    let mut out = serde_json::to_vec(&response)?;
+    out.push(b'\n');
+    write.write_all(&out).await?;
+    write.shutdown().await?;
+    Ok(())
+}
+
+fn wasm_of(hex_text: &str) -> anyhow::Result<Vec<u8>> {
+    hex::decode(hex_text).context("the component bytes are not hex")
+}
+
+async fn execute(request: Request, manager: &ComponentManager) -> Response {
+    let failed = |e: anyhow::Error, details: Value| Response {
+        ok: false,
+        message: format!("{e:#}"),
+        details,
+    };
+    match request {
+        Request::List => Response {
+            ok: true,
+            message: "loaded decoders".into(),
+            details: manager.list().await,
+        },
+        Request::Check { wasm_hex } => {
+            let checked = match wasm_of(&wasm_hex) {
+                Ok(wasm) => manager.check(wasm).await,
+                Err(e) => Err(e),
+            };
+            match checked {
+                Ok((_, verdict)) => Response {
+                    ok: true,
+                    message: format!(
+                        "`{}` ({}) is a valid decoder for `{}`; canary: {} payloads, {} unchanged, {} fixed, {} changed, {} new errors",
+                        verdict.decoder.name,
+                        verdict.decoder.sha256,
+                        verdict.decoder.source,
+                        verdict.canary.payloads,
+                        verdict.canary.unchanged,
+                        verdict.canary.fixed,
+                        verdict.canary.changed,
+                        verdict.canary.new_errors
+                    ),
+                    details: serde_json::to_value(&verdict).unwrap_or_default(),
+                },
+                Err(e) => failed(e, Value::Null),
+            }
+        }
+        Request::Install {
+            channel,
+            wasm_hex,
+            force,
+        } => {
+            let installed = match wasm_of(&wasm_hex) {
+                Ok(wasm) => manager.install(&channel, wasm, force).await,
+                Err(e) => Err(e.into()),
+            };
+            match installed {
+                Ok(verdict) => Response {
+                    ok: true,
+                    message: format!(
+                        "installed `{}` ({}) for `{channel}`; canary: {} payloads, {} unchanged, {} fixed, {} changed, {} new errors",
+                        verdict.decoder.name,
+                        verdict.decoder.sha256,
+                        verdict.canary.payloads,
+                        verdict.canary.unchanged,
+                        verdict.canary.fixed,
+                        verdict.canary.changed,
+                        verdict.canary.new_errors
+                    ),
+                    details: serde_json::to_value(&verdict).unwrap_or_default(),
+                },
+                Err(refusal) => Response {
+                    ok: false,
+                    message: refusal.message,
+                    details: serde_json::to_value(&refusal.verdict).unwrap_or_default(),
+                },
+            }
+        }
+        Request::Rollback { channel } => match manager.rollback(&channel).await {
+            Ok(info) => Response {
+                ok: true,
+                message: format!(
+                    "`{channel}` is decoded by `{}` ({}) again",
+                    info.name, info.sha256
+                ),
+                details: json!({ "decoder": info }),
+            },
+            Err(e) => failed(e, Value::Null),
+        },
+    }
+}
+
+/// Sends one request to the server listening on `path` and waits for its answer.
+pub async fn call(path: &Path, request: &Request) -> anyhow::Result<Response> {
+    let stream = UnixStream::connect(path).await.with_context(|| {
+        format!(
+            "connect to the admin socket {} (is `osds serve` running with this --admin-socket?)",
+            path.display()
+        )
+    })?;
+    let (read, mut write) = stream.into_split();
+    let mut line = serde_json::to_vec(request)?;
+    line.push(b'\n');
+    write.write_all(&line).await?;
+    write.shutdown().await?;
+    let mut answer = String::new();
+    BufReader::new(read).read_line(&mut answer).await?;
+    serde_json::from_str(&answer)
+        .with_context(|| format!("unreadable answer from the server: {answer}"))
+}

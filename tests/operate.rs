@@ -1,0 +1,407 @@
+//! Operating a running server: hot-swapping a decoder under a steady stream of frames, refusing broken and
+//! hostile components, rolling back, recovering what a broken decoder left unparsed with `osds reparse`, and
+//! adding an agency without a rebuild. Every command is the real `osds` binary talking to the admin socket.
+
+mod support;
+
+use fake_relay::RelayConfig;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+use support::live::SseClient;
+use support::{Server, all_reports, eventually, get_json, guest_component, osds, start_connected};
+
+const TEST_DECODERS: &str = "test-decoders";
+
+fn sc_frame(n: u32) -> String {
+    format!(
+        r#"{{"type":"sc_eew","ID":{n},"EventID":"2026112210{n:04}.0001_1","ReportTime":"2026-11-22 10:00:00","ReportNum":1,"OriginTime":"2026-11-22 09:59:50","HypoCenter":"四川内江市隆昌市","Latitude":29.239,"Longitude":105.227,"Magunitude":4.2,"Depth":10,"MaxIntensity":5.0}}"#
+    )
+}
+
+fn cwa_frame(n: u32) -> String {
+    format!(
+        r#"{{"type":"cwa_eew","ID":"c{n}","EventID":"20261122{n:04}_1","ReportTime":"2026-11-22 10:00:00","ReportNum":1,"OriginTime":"2026-11-22 09:59:50","HypoCenter":"花蓮縣近海","Latitude":23.9,"Longitude":121.6,"Magnitude":5.0,"Depth":10,"MaxIntensity":4}}"#
+    )
+}
+
+/// Runs the real `osds` with `args` (off the async threads) and returns its output.
+async fn run_osds(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || osds().args(&args).output().expect("run osds"))
+        .await
+        .unwrap()
+}
+
+/// `osds components --admin-socket <server's> ARGS...`
+async fn components(server: &Server, args: &[&str]) -> Output {
+    let mut all = vec![
+        "components".to_string(),
+        "--admin-socket".to_string(),
+        server.dir.join("admin.sock").display().to_string(),
+    ];
+    all.extend(args.iter().map(|a| a.to_string()));
+    run_osds(all).await
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn path_arg(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+async fn archive(server: &Server) -> Value {
+    get_json(&server.url("/status")).await["archive"].clone()
+}
+
+/// The decoder serving `source`, per `/status`.
+async fn decoder_of(server: &Server, source: &str) -> Value {
+    get_json(&server.url("/status")).await["decoders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["source"] == source)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decoder_swapped_under_a_steady_stream_decodes_every_frame_exactly_once() {
+    let v2 = guest_component(TEST_DECODERS, "test_decoder_sc_v2.wasm");
+    let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
+    const FRAMES: u32 = 150;
+    let pusher = tokio::spawn(async move {
+        for n in 1..=FRAMES {
+            relay.push_to("/sc_eew", sc_frame(n).as_bytes()).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        relay
+    });
+    eventually(30, "a part of the stream archived", || async {
+        (archive(&server).await["versions"].as_i64().unwrap() >= 30).then_some(())
+    })
+    .await;
+    let installed = components(&server, &["install", "sc", path_arg(&v2)]).await;
+    assert!(installed.status.success(), "{}", text(&installed));
+    assert!(
+        text(&installed).contains("installed `wolfx-sc-v2`"),
+        "{}",
+        text(&installed)
+    );
+    let _relay = pusher.await.unwrap();
+
+    let counts = eventually(30, "every frame archived", || async {
+        let counts = archive(&server).await;
+        (counts["deliveries"] == FRAMES).then_some(counts)
+    })
+    .await;
+    assert_eq!(
+        counts["versions"], FRAMES,
+        "none dropped, none decoded twice"
+    );
+    assert_eq!(counts["unparsed"], 0);
+    let names: Vec<String> = all_reports(&server)
+        .await
+        .iter()
+        .map(|r| r["decoder"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), FRAMES as usize);
+    let switch = names
+        .iter()
+        .position(|n| n == "wolfx-sc-v2")
+        .expect("the new decoder decoded part of the stream");
+    assert!(switch > 0, "the old decoder decoded the first part");
+    assert!(names[..switch].iter().all(|n| n == "wolfx-sc"));
+    assert!(
+        names[switch..].iter().all(|n| n == "wolfx-sc-v2"),
+        "one switch, in commit order"
+    );
+    let serving = decoder_of(&server, "sc").await;
+    assert_eq!(serving["name"], "wolfx-sc-v2");
+    assert!(serving["installedAt"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn broken_hostile_and_foreign_components_are_refused() {
+    let broken = guest_component(TEST_DECODERS, "test_decoder_sc_broken.wasm");
+    let v2 = guest_component(TEST_DECODERS, "test_decoder_sc_v2.wasm");
+    let hostile = guest_component("hostile-decoder", "hostile_decoder.wasm");
+    let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
+    for n in 1..=3 {
+        relay.push_to("/sc_eew", sc_frame(n).as_bytes()).await;
+    }
+    relay
+        .push_to("/all_eew", br#"{"type":"hostile_eew","do":"loop"}"#)
+        .await;
+    eventually(20, "frames archived", || async {
+        (archive(&server).await["deliveries"] == 4).then_some(())
+    })
+    .await;
+
+    // A decoder that cannot decode what the current one decodes is refused, with the canary's differences.
+    let refused = components(&server, &["install", "sc", path_arg(&broken)]).await;
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(text(&refused).contains("refused"), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("\"newErrors\": 3"),
+        "{}",
+        text(&refused)
+    );
+    // A component that loops on an archived frame of its channel: the canary runs it under the limits.
+    let hostile_refused = components(&server, &["install", "hostile", path_arg(&hostile)]).await;
+    assert!(
+        !hostile_refused.status.success(),
+        "{}",
+        text(&hostile_refused)
+    );
+    assert!(
+        text(&hostile_refused).contains("timeout"),
+        "{}",
+        text(&hostile_refused)
+    );
+    // Not a component at all.
+    let junk = server.dir.join("junk.wasm");
+    std::fs::write(&junk, b"\0asm not really").unwrap();
+    let not_a_component = components(&server, &["install", "sc", path_arg(&junk)]).await;
+    assert!(
+        !not_a_component.status.success(),
+        "{}",
+        text(&not_a_component)
+    );
+    // A decoder of another channel.
+    let wrong_channel = components(&server, &["install", "fj", path_arg(&v2)]).await;
+    assert!(!wrong_channel.status.success());
+    assert!(
+        text(&wrong_channel).contains("not `fj`"),
+        "{}",
+        text(&wrong_channel)
+    );
+
+    assert_eq!(
+        decoder_of(&server, "sc").await["name"],
+        "wolfx-sc",
+        "nothing was swapped"
+    );
+    assert!(decoder_of(&server, "hostile").await.is_null());
+
+    // check validates and runs the canary without installing.
+    let checked = components(&server, &["check", path_arg(&v2)]).await;
+    assert!(checked.status.success(), "{}", text(&checked));
+    assert!(text(&checked).contains("3 unchanged"), "{}", text(&checked));
+    assert_eq!(decoder_of(&server, "sc").await["name"], "wolfx-sc");
+    let listed = components(&server, &["list"]).await;
+    assert!(listed.status.success());
+    assert!(text(&listed).contains("wolfx-cea"), "{}", text(&listed));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rollback_restores_the_previous_decoder() {
+    let v2 = guest_component(TEST_DECODERS, "test_decoder_sc_v2.wasm");
+    let (_relay, server) = start_connected(RelayConfig::default(), &[]).await;
+    let none_yet = components(&server, &["rollback", "sc"]).await;
+    assert!(!none_yet.status.success());
+    assert!(
+        components(&server, &["install", "sc", path_arg(&v2)])
+            .await
+            .status
+            .success()
+    );
+    assert_eq!(decoder_of(&server, "sc").await["name"], "wolfx-sc-v2");
+    let back = components(&server, &["rollback", "sc"]).await;
+    assert!(back.status.success(), "{}", text(&back));
+    assert_eq!(decoder_of(&server, "sc").await["name"], "wolfx-sc");
+    // The rolled-back decoder is kept in turn: a second rollback undoes the first.
+    assert!(
+        components(&server, &["rollback", "sc"])
+            .await
+            .status
+            .success()
+    );
+    assert_eq!(decoder_of(&server, "sc").await["name"], "wolfx-sc-v2");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reparse_recovers_what_a_broken_decoder_left_unparsed() {
+    let broken = guest_component(TEST_DECODERS, "test_decoder_sc_broken.wasm");
+    let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
+    let forced = components(&server, &["install", "sc", path_arg(&broken), "--force"]).await;
+    assert!(forced.status.success(), "{}", text(&forced));
+    let frames: Vec<String> = (1..=5).map(sc_frame).collect();
+    for frame in &frames {
+        relay.push_to("/sc_eew", frame.as_bytes()).await;
+    }
+    eventually(20, "five unparsed", || async {
+        (archive(&server).await["unparsed"] == 5).then_some(())
+    })
+    .await;
+    assert_eq!(archive(&server).await["versions"], 0);
+    assert!(
+        components(&server, &["rollback", "sc"])
+            .await
+            .status
+            .success()
+    );
+    let mut live = SseClient::connect(&server.url("/stream"), None)
+        .await
+        .unwrap();
+    assert_eq!(live.next_event().await.unwrap().json()["cursor"], 0);
+
+    let database = format!("sqlite://{}", server.db_path.display());
+    let dry = run_osds(vec![
+        "reparse".into(),
+        "--database-url".into(),
+        database.clone(),
+        "--dry-run".into(),
+    ])
+    .await;
+    assert!(dry.status.success(), "{}", text(&dry));
+    assert!(
+        text(&dry).contains("5 would be recovered"),
+        "{}",
+        text(&dry)
+    );
+    assert_eq!(
+        archive(&server).await["unparsed"],
+        5,
+        "a dry run writes nothing"
+    );
+
+    // While the server runs on the same database.
+    let done = run_osds(vec![
+        "reparse".into(),
+        "--database-url".into(),
+        database.clone(),
+    ])
+    .await;
+    assert!(done.status.success(), "{}", text(&done));
+    assert!(
+        text(&done).contains("5 recovered (5 new versions"),
+        "{}",
+        text(&done)
+    );
+    let counts = archive(&server).await;
+    assert_eq!(counts["unparsed"], 0);
+    assert_eq!(counts["recovered"], 5);
+    assert_eq!(counts["versions"], 5);
+    assert_eq!(
+        counts["deliveries"], 5,
+        "deliveries are never rewritten or added by a reparse"
+    );
+
+    let reports = all_reports(&server).await;
+    assert_eq!(reports.len(), 5);
+    for report in &reports {
+        assert_eq!(report["decoder"]["name"], "wolfx-sc");
+        let raw = reqwest::get(server.url(&format!("/deliveries/{}/raw", report["deliveryId"])))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(frames.iter().any(|f| f.as_bytes() == raw.as_ref()));
+    }
+    // Live subscribers hear of versions another process appended.
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        let event = live.next_event().await.unwrap();
+        if event.event.as_deref() == Some("report") {
+            seen.push(event.json()["id"].as_i64().unwrap());
+        }
+    }
+    assert_eq!(seen, [1, 2, 3, 4, 5]);
+    // A second run finds nothing left.
+    let again = run_osds(vec!["reparse".into(), "--database-url".into(), database]).await;
+    assert!(text(&again).contains("0 examined"), "{}", text(&again));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_agency_is_added_while_the_server_runs() {
+    let cwa = guest_component(TEST_DECODERS, "test_decoder_cwa.wasm");
+    let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
+    // Before: frames of the unknown agency are only counted as ignored.
+    relay.push_to("/all_eew", cwa_frame(1).as_bytes()).await;
+    eventually(20, "an ignored frame", || async {
+        (archive(&server).await["ignored"] == 1).then_some(())
+    })
+    .await;
+    let sources = |status: &Value| -> Vec<String> {
+        status["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["source"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        sources(&get_json(&server.url("/status")).await),
+        ["cea", "sc", "fj", "cq"]
+    );
+    let bad_source = reqwest::get(server.url("/events?source=cwa"))
+        .await
+        .unwrap();
+    assert_eq!(bad_source.status(), 400);
+
+    let installed = components(&server, &["install", "cwa", path_arg(&cwa)]).await;
+    assert!(installed.status.success(), "{}", text(&installed));
+    assert!(text(&installed).contains("1 fixed"), "{}", text(&installed));
+    assert!(
+        relay
+            .wait_connected("/cwa_eew", 1, Duration::from_secs(20))
+            .await,
+        "the new channel's own socket"
+    );
+    relay.push_to("/cwa_eew", cwa_frame(2).as_bytes()).await;
+    relay.push_to("/all_eew", cwa_frame(3).as_bytes()).await;
+    eventually(20, "two cwa versions", || async {
+        (archive(&server).await["versions"] == 2).then_some(())
+    })
+    .await;
+    let status = get_json(&server.url("/status")).await;
+    assert_eq!(sources(&status), ["cea", "sc", "fj", "cq", "cwa"]);
+    let events = get_json(&server.url("/events?source=cwa")).await;
+    assert_eq!(events["total"], 2);
+    assert_eq!(events["items"][0]["latest"]["source"], "cwa");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_installs_a_component_dropped_into_the_components_directory() {
+    let dir = support::tempdir("components");
+    for channel in ["cea", "sc", "fj", "cq"] {
+        let wasm = guest_component("../components/guests", &format!("decoder_{channel}.wasm"));
+        std::fs::copy(&wasm, dir.join(format!("decoder_{channel}.wasm"))).unwrap();
+    }
+    let (_relay, server) = start_connected(
+        RelayConfig::default(),
+        &["--components-dir", path_arg(&dir)],
+    )
+    .await;
+    assert_eq!(decoder_of(&server, "sc").await["name"], "wolfx-sc");
+
+    // The operator replaces the sc file and sends SIGHUP.
+    std::fs::remove_file(dir.join("decoder_sc.wasm")).unwrap();
+    std::fs::copy(
+        guest_component(TEST_DECODERS, "test_decoder_sc_v2.wasm"),
+        dir.join("decoder_sc.wasm"),
+    )
+    .unwrap();
+    let hangup = std::process::Command::new("kill")
+        .args(["-HUP", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hangup.success());
+    eventually(30, "the new sc decoder in service", || async {
+        (decoder_of(&server, "sc").await["name"] == "wolfx-sc-v2").then_some(())
+    })
+    .await;
+    assert_eq!(
+        decoder_of(&server, "cea").await["name"],
+        "wolfx-cea",
+        "unchanged files stay as they are"
+    );
+}
