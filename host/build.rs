@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const WASM_TARGET: &str = "wasm32-wasip2";
+/// The guest that is the hyp report shaper; every other guest is a decoder.
+const SHAPER_MEMBER: &str = "hyp-shaper";
 
 fn main() {
     let manifest_dir =
@@ -21,6 +23,7 @@ fn main() {
 
     watch(&root.join("wit"));
     watch(&root.join("components/wolfx-core/src"));
+    watch(&root.join("components/hyp-core/src"));
     println!(
         "cargo:rerun-if-changed={}",
         root.join("components/wolfx-core/Cargo.toml").display()
@@ -71,15 +74,13 @@ fn main() {
         guests.display()
     );
 
+    let release = target_dir.join(WASM_TARGET).join("release");
     let mut embedded = String::from(
         "/// The decoder components built from `components/guests`: (crate directory, `.wasm` bytes).\n",
     );
     embedded.push_str("pub const EMBEDDED_COMPONENTS: &[(&str, &[u8])] = &[\n");
-    for member in &members {
-        let wasm = target_dir
-            .join(WASM_TARGET)
-            .join("release")
-            .join(format!("decoder_{}.wasm", member.replace('-', "_")));
+    for member in members.iter().filter(|m| *m != SHAPER_MEMBER) {
+        let wasm = release.join(format!("decoder_{}.wasm", member.replace('-', "_")));
         assert!(wasm.exists(), "component {} was not built", wasm.display());
         embedded.push_str(&format!(
             "    ({member:?}, include_bytes!({:?})),\n",
@@ -87,6 +88,16 @@ fn main() {
         ));
     }
     embedded.push_str("];\n");
+    let shaper = release.join(format!("{}.wasm", SHAPER_MEMBER.replace('-', "_")));
+    assert!(
+        shaper.exists(),
+        "component {} was not built",
+        shaper.display()
+    );
+    embedded.push_str(&format!(
+        "/// The hyp report shaper built from `components/guests/{SHAPER_MEMBER}`.\npub const EMBEDDED_SHAPER: &[u8] = include_bytes!({:?});\n",
+        shaper.display().to_string()
+    ));
     fs::write(out_dir.join("embedded_components.rs"), embedded)
         .expect("write embedded_components.rs");
 }

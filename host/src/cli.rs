@@ -31,6 +31,8 @@ pub enum Command {
     Components(commands::components::ComponentsArgs),
     /// Re-decode archived payloads that are still unparsed with the current decoders (appends, never edits).
     Reparse(commands::reparse::ReparseArgs),
+    /// The self-sensing archive: import detector solutions, hide or unhide an event.
+    Hyp(commands::hyp::HypArgs),
     /// Take a consistent backup of the archive now (safe while `osds serve` runs) and rotate old backups.
     Backup(commands::backup::BackupArgs),
 }
@@ -48,6 +50,7 @@ pub fn main() -> ExitCode {
         Command::Decode(args) => commands::decode::run(args),
         Command::Components(args) => commands::components::run(args),
         Command::Reparse(args) => commands::reparse::run(args),
+        Command::Hyp(args) => commands::hyp::run(args),
         Command::Backup(args) => commands::backup::run(args),
     };
     match result {

@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests.
 #![allow(dead_code)]
 
+pub mod contract;
 pub mod live;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,7 @@
 mod eew;
 pub mod error;
 pub mod gateway;
+mod hyp;
 pub mod live;
 pub mod params;
 
@@ -56,6 +57,7 @@ pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
         .nest(
             "/api/v1",
             eew::routes()
+                .merge(hyp::routes())
                 .route("/stream", get(live::stream))
                 .route("/ws", get(live::ws)),
         )

@@ -107,6 +107,23 @@ impl<S: Send + Sync> FromRequestParts<S> for PathText {
     }
 }
 
+/// Every path segment of a route, as text (`/hyp/events/{id}/reports/{number}`), with the same JSON 400.
+pub struct PathTexts(pub Vec<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathTexts {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<Vec<String>>::from_request_parts(parts, state).await {
+            Ok(Path(texts)) => Ok(PathTexts(texts)),
+            Err(rejection) => Err(ApiError::bad_request(
+                "invalid_path",
+                format!("the path cannot be read: {rejection}"),
+            )),
+        }
+    }
+}
+
 /// Parses a decimal integer (digits only, optional leading minus) within `range`.
 pub fn parse_int(name: &str, text: &str, range: RangeInclusive<i64>) -> Result<i64, ApiError> {
     let digits = text.strip_prefix('-').unwrap_or(text);

@@ -3,5 +3,6 @@
 pub mod backup;
 pub mod components;
 pub mod decode;
+pub mod hyp;
 pub mod reparse;
 pub mod serve;

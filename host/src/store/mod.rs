@@ -2,10 +2,12 @@
 //! Writes go through one [`Writer`] (see `writer.rs`), so report ids increase in commit order; reads use a pool.
 
 pub mod backup;
+mod hyp;
 mod read;
 mod writer;
 
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
+pub use hyp::*;
 pub use read::*;
 pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,

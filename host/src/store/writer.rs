@@ -10,7 +10,7 @@ use wolfx_core::Report;
 
 /// Write transactions take the write lock up front: a deferred one that read first could not upgrade after
 /// another process (`osds reparse`, `osds backup`) committed, and SQLite would refuse it without waiting.
-const WRITE_TRANSACTION: &str = "BEGIN IMMEDIATE";
+pub(super) const WRITE_TRANSACTION: &str = "BEGIN IMMEDIATE";
 
 /// Revisions above this are not expanded into a missing-revisions list (a garbage `ReportNum` must not make a
 /// list of millions).
@@ -88,7 +88,7 @@ pub struct RecoverySummary {
 }
 
 pub struct Writer {
-    conn: SqliteConnection,
+    pub(super) conn: SqliteConnection,
     high_water: i64,
 }
 

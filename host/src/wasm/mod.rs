@@ -2,8 +2,10 @@
 //! deadline on every call. A component that loops, allocates without bound or panics fails that one call.
 
 mod decoder;
+mod shaper;
 
 pub use decoder::{DecoderComponent, DecoderInfo};
+pub use shaper::{ShaperComponent, ShaperInfo};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

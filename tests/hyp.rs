@@ -1,0 +1,434 @@
+//! The self-sensing family end to end: detector solutions appended through the real shaper component with
+//! `osds hyp import`, then every `/hyp` endpoint and bound of the real server checked against the spec and
+//! `schemas/openapi.yaml`: grades by the table, `sha256` of the stored payload, the visibility rule, and hidden
+//! and missing events answering the same 404.
+
+mod support;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::process::Output;
+use support::contract::{Contract, encode};
+use support::{Server, get_json, osds, tempdir};
+
+const ALGORITHM: &str = "osds-hyp/1:test";
+const NOTO: &str = "hyp:20240101T071022:1";
+const CANDIDATE_ONLY: &str = "hyp:20240102T000000:1";
+const TO_HIDE: &str = "hyp:20240103T000000:1";
+const T0: i64 = 1_704_060_622_500; // 2024-01-01 16:10:22.5 JST
+
+/// `n` used stations evenly spread in azimuth around the epicentre, each with the same residual.
+fn stations(n: usize, residual: f64, first_pick: i64) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            let azimuth = 360.0 * i as f64 / n as f64;
+            json!({
+                "code": format!("ISK{i:03}"),
+                "name": format!("station {i}"),
+                "latitude": 37.5 + 0.3 * azimuth.to_radians().cos(),
+                "longitude": 137.3 + 0.3 * azimuth.to_radians().sin(),
+                "distanceKm": 30.0 + i as f64,
+                "azimuthDegrees": azimuth,
+                "pickAt": first_pick + 1000 * i as i64,
+                "residualSeconds": if i % 2 == 0 { residual } else { -residual },
+                "used": true,
+                "sWaveReached": i < n / 2,
+                "peaks": { "surface:intensity": 5.0 - 0.1 * i as f64, "surface:pgaGal": 400.0 - i as f64 },
+                "magnitude": if i < n / 2 { json!(7.4) } else { Value::Null },
+            })
+        })
+        .collect()
+}
+
+fn solution(
+    event: &str,
+    number: u32,
+    status: &str,
+    stations: Vec<Value>,
+    magnitude: Option<f64>,
+) -> Value {
+    let used = stations.iter().filter(|s| s["used"] == true).count();
+    json!({
+        "eventId": event,
+        "reportNumber": number,
+        "status": status,
+        "firstDetectedAt": T0 + 4_000,
+        "reportedAt": T0 + 4_000 + 1_000 * number as i64,
+        "recordedAt": T0 + 4_200 + 1_000 * number as i64,
+        "algorithm": ALGORITHM,
+        "epicenter": "石川県能登地方",
+        "region": "hokuriku",
+        "hypocentre": {
+            "latitude": 37.5, "longitude": 137.27, "depthKm": 16.0, "originAt": T0,
+            "calculatedAt": T0 + 4_100 + 1_000 * number as i64, "score": 0.9, "bestScore": 0.92,
+            "depthFixed": used < 3, "quietStationCount": 2, "sLikeStationCount": used / 2,
+        },
+        "magnitude": {
+            "value": magnitude, "type": magnitude.map(|_| "Mw"), "stationCount": if magnitude.is_some() { used / 2 } else { 0 },
+            "uncertainty": 0.2, "calculatedAt": T0 + 4_100 + 1_000 * number as i64, "retained": false,
+        },
+        "selection": { "windowStart": T0 + 3_000, "selectedAt": T0 + 4_000, "candidateCount": 3 },
+        "stations": stations,
+    })
+}
+
+fn metric(station: &str, key: &str, peak: f64, at: i64) -> Value {
+    json!({ "station": station, "name": "station", "latitude": 37.4, "longitude": 137.2, "metric": key,
+            "peak": peak, "sourceAt": at, "receivedAt": at + 1_800, "recovered": false })
+}
+
+fn run(args: &[&str]) -> Output {
+    osds().args(args).output().expect("run osds")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The report as stored: the served object without the `sha256` the response adds.
+fn stored_payload(report: &Value) -> Vec<u8> {
+    let mut report = report.clone();
+    report.as_object_mut().unwrap().remove("sha256");
+    serde_json::to_vec(&report).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
+    let contract = Contract::load();
+    let dir = tempdir("hyp");
+    let database = format!("sqlite://{}", dir.join("osds.db").display());
+
+    // The Noto event grows from 2 to 22 stations; one candidate never confirmed; one event to hide.
+    let mut last = stations(22, 0.4, T0 + 4_000);
+    last.push(json!({
+        "code": "FAR001", "latitude": 36.0, "longitude": 139.0, "distanceKm": 250.0, "azimuthDegrees": 130.0,
+        "pickAt": null, "residualSeconds": 9.0, "used": false, "sWaveReached": false, "peaks": {}, "magnitude": null,
+    }));
+    let lines = [
+        json!({ "solution": solution(NOTO, 1, "candidate", stations(2, 0.3, T0 + 4_000), None),
+                "stationMetrics": [metric("ISK000", "surface:intensity", 4.1, T0 + 5_000)] }),
+        json!({ "solution": solution(NOTO, 2, "preliminary", stations(4, 0.3, T0 + 4_000), None),
+                "stationMetrics": [metric("ISK000", "surface:intensity", 5.2, T0 + 6_000),
+                                   metric("ISK000", "underground:intensity", 3.9, T0 + 6_000)] }),
+        json!({ "solution": solution(NOTO, 3, "tracking", stations(12, 0.6, T0 + 4_000), Some(7.3)),
+                "stationMetrics": [metric("ISK000", "surface:intensity", 4.8, T0 + 7_000),
+                                   metric("ISK001", "surface:pgaGal", 812.5, T0 + 7_000)] }),
+        json!({ "solution": solution(NOTO, 4, "finalized", last, Some(7.5)) }),
+        json!({ "solution": solution(CANDIDATE_ONLY, 1, "candidate", stations(2, 0.3, T0), None) }),
+        solution(TO_HIDE, 1, "preliminary", stations(5, 0.5, T0), None),
+    ];
+    let jsonl: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let file = dir.join("solutions.jsonl");
+    std::fs::write(&file, &jsonl).unwrap();
+    let imported = run(&[
+        "hyp",
+        "import",
+        "--database-url",
+        &database,
+        file.to_str().unwrap(),
+    ]);
+    assert!(imported.status.success(), "{}", text(&imported));
+    assert!(
+        text(&imported).contains("6 reports appended, 0 refused"),
+        "{}",
+        text(&imported)
+    );
+
+    // Append-only: a report number that is taken, or skips one, is refused.
+    let again = dir.join("again.jsonl");
+    std::fs::write(
+        &again,
+        format!(
+            "{}\n{}\n",
+            solution(NOTO, 2, "tracking", stations(4, 0.3, T0), None),
+            solution(NOTO, 9, "tracking", stations(4, 0.3, T0), None)
+        ),
+    )
+    .unwrap();
+    let refused = run(&[
+        "hyp",
+        "import",
+        "--database-url",
+        &database,
+        again.to_str().unwrap(),
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("0 reports appended, 2 refused"),
+        "{}",
+        text(&refused)
+    );
+    let hidden = run(&["hyp", "hide", "--database-url", &database, TO_HIDE]);
+    assert!(hidden.status.success(), "{}", text(&hidden));
+
+    let server = Server::start_in(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
+
+    // Status: no detector has run, and the spec's constants.
+    let status = contract
+        .get(&server, "/hyp/status", "/hyp/status", 200)
+        .await;
+    assert_eq!(status["officialEewTakeover"], false);
+    assert_eq!(status["stationScope"], "algorithm-associated");
+    assert_eq!(
+        status["detector"],
+        Value::Null,
+        "nothing invented while no detector runs"
+    );
+    assert_eq!(status["algorithm"], ALGORITHM);
+    assert_eq!(status["archive"]["reports"], 6);
+    assert_eq!(status["archive"]["publicEvents"], 1);
+
+    // The list: only the public event, no `pages`, the latest report summarised.
+    let page = contract
+        .get(&server, "/hyp/events", "/hyp/events", 200)
+        .await;
+    assert_eq!(page["total"], 1);
+    assert!(page.get("pages").is_none());
+    let item = &page["items"][0];
+    assert_eq!(item["id"], NOTO);
+    assert_eq!(item["status"], "finalized");
+    assert_eq!(item["region"], "hokuriku");
+    assert_eq!(item["first_at"], T0 + 4_000);
+    assert_eq!(item["latest"]["reportNumber"], 4);
+    assert!(item["latest"].get("stations").is_none());
+    let first_at = T0 + 4_000;
+    for (query, total) in [
+        ("q=20240101".to_string(), 1),
+        ("q=osaka".to_string(), 0),
+        (format!("from={first_at}"), 1),
+        (format!("from={}", first_at + 1), 0),
+        (format!("to={first_at}"), 0),
+        (format!("to={}", first_at + 1), 1),
+        ("page=2".to_string(), 1),
+    ] {
+        let page = contract
+            .get(&server, "/hyp/events", &format!("/hyp/events?{query}"), 200)
+            .await;
+        assert_eq!(page["total"], total, "{query}");
+    }
+
+    // The full event: every report, graded by the table, with the hash of its stored payload.
+    let encoded = NOTO.replace(':', "%3A");
+    let event = contract
+        .get(
+            &server,
+            "/hyp/events/{id}",
+            &format!("/hyp/events/{encoded}"),
+            200,
+        )
+        .await;
+    let reports = event["reports"].as_array().unwrap();
+    let grades: Vec<&str> = reports
+        .iter()
+        .map(|r| r["quality"]["grade"].as_str().unwrap())
+        .collect();
+    // 2 stations: D; 4 stations (gap 90, rms 0.3): C; 12 (gap 30, rms 0.6): A; 22 (rms 0.4; the unused far
+    // station does not count): S. Never worse as stations accrue.
+    assert_eq!(grades, ["D", "C", "A", "S"]);
+    assert_eq!(reports[3]["quality"]["stationCount"], 22);
+    assert_eq!(reports[2]["quality"]["azimuthGapDegrees"], 30.0);
+    assert_eq!(
+        reports[1]["event"]["magnitude"],
+        Value::Null,
+        "null: not estimable yet"
+    );
+    assert_eq!(reports[3]["event"]["magnitude"], 7.5);
+    assert!(
+        reports[3]["event"].get("latitude").is_none(),
+        "position only in hypEstimate"
+    );
+    assert_eq!(reports[3]["event"]["hypEstimate"]["originAt"], T0);
+    for report in reports {
+        let digest = hex::encode(Sha256::digest(stored_payload(report)));
+        assert_eq!(
+            report["sha256"],
+            digest.as_str(),
+            "sha256 is the stored payload's hash"
+        );
+    }
+    let stations = event["stations"].as_array().unwrap();
+    let isk000 = stations.iter().find(|s| s["code"] == "ISK000").unwrap();
+    assert_eq!(
+        isk000["metrics"]["surface:intensity"]["peak"], 5.2,
+        "the event-level peak only grows"
+    );
+    assert_eq!(
+        isk000["metrics"]["surface:intensity"]["sourceAt"],
+        T0 + 6_000
+    );
+    assert_eq!(
+        isk000["metrics"]["underground:intensity"]["recovered"],
+        false
+    );
+
+    let plain = contract
+        .get(
+            &server,
+            "/hyp/events/{id}",
+            &format!("/hyp/events/{NOTO}"),
+            200,
+        )
+        .await;
+    assert_eq!(plain, event, "unencoded colons reach the same event");
+    let summary = contract
+        .get(
+            &server,
+            "/hyp/events/{id}",
+            &format!("/hyp/events/{encoded}?view=summary"),
+            200,
+        )
+        .await;
+    for report in summary["reports"].as_array().unwrap() {
+        assert!(report.get("stations").is_none() && report.get("sourceFrames").is_none());
+        assert!(report["event"].get("evidence").is_none());
+        assert!(
+            report["event"]["hypEstimate"].is_object(),
+            "main parameters stay"
+        );
+        assert!(report["quality"]["grade"].is_string());
+    }
+    assert_eq!(
+        summary["stations"], event["stations"],
+        "event-level peaks stay"
+    );
+
+    // One report, and the export.
+    let third = contract
+        .get(
+            &server,
+            "/hyp/events/{id}/reports/{number}",
+            &format!("/hyp/events/{encoded}/reports/3"),
+            200,
+        )
+        .await;
+    assert_eq!(third, reports[2]);
+    assert!(!third["event"]["evidence"].as_array().unwrap().is_empty());
+    let export = contract
+        .get(
+            &server,
+            "/hyp/events/{id}/export",
+            &format!("/hyp/events/{encoded}/export"),
+            200,
+        )
+        .await;
+    assert_eq!(export["reports"], event["reports"]);
+    assert!(export["exportedAt"].is_i64());
+
+    // Hidden, never-confirmed and missing events are the same 404.
+    let mut bodies = Vec::new();
+    for id in [TO_HIDE, CANDIDATE_ONLY, "hyp:19990101T000000:9"] {
+        let id = encode(id);
+        for (template, path) in [
+            ("/hyp/events/{id}", format!("/hyp/events/{id}")),
+            (
+                "/hyp/events/{id}/export",
+                format!("/hyp/events/{id}/export"),
+            ),
+            (
+                "/hyp/events/{id}/reports/{number}",
+                format!("/hyp/events/{id}/reports/1"),
+            ),
+        ] {
+            let body = contract.get(&server, template, &path, 404).await;
+            bodies.push((template, body["code"].clone()));
+        }
+    }
+    assert!(bodies.iter().all(|(_, code)| code == "not_found"));
+    let listed = get_json(&server.url("/hyp/events?q=20240103")).await;
+    assert_eq!(listed["total"], 0, "a hidden event is not listed");
+
+    // Bad input: 400 with the error body.
+    for (template, path) in [
+        (
+            "/hyp/events/{id}",
+            format!("/hyp/events/{encoded}?view=full"),
+        ),
+        (
+            "/hyp/events/{id}",
+            format!("/hyp/events/{encoded}?view=summary&view=summary"),
+        ),
+        (
+            "/hyp/events/{id}/reports/{number}",
+            format!("/hyp/events/{encoded}/reports/0"),
+        ),
+        (
+            "/hyp/events/{id}/reports/{number}",
+            format!("/hyp/events/{encoded}/reports/x"),
+        ),
+        (
+            "/hyp/events/{id}/export",
+            format!("/hyp/events/{encoded}/export?view=summary"),
+        ),
+        ("/hyp/events", "/hyp/events?from=10&to=5".to_string()),
+        ("/hyp/status", "/hyp/status?x=1".to_string()),
+    ] {
+        contract.get(&server, template, &path, 400).await;
+    }
+    let missing_report = contract
+        .get(
+            &server,
+            "/hyp/events/{id}/reports/{number}",
+            &format!("/hyp/events/{encoded}/reports/5"),
+            404,
+        )
+        .await;
+    assert_eq!(missing_report["code"], "not_found");
+
+    // Every documented bound of the hyp query parameters, read from the document.
+    let templates: Vec<String> = contract.doc["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|t| t.starts_with("/hyp/"))
+        .cloned()
+        .collect();
+    for template in &templates {
+        let concrete = template.replace("{id}", &encoded).replace("{number}", "1");
+        for parameter in contract.query_parameters(template) {
+            let name = parameter["name"].as_str().unwrap();
+            let schema = contract.resolve(&parameter["schema"]).clone();
+            let mut good: Vec<String> = Vec::new();
+            let mut bad: Vec<String> = vec!["".into(), "x".into()];
+            if let Some(values) = schema["enum"].as_array() {
+                good.extend(values.iter().map(|v| v.as_str().unwrap().to_string()));
+            }
+            if let (Some(min), Some(max)) = (schema["minimum"].as_i64(), schema["maximum"].as_i64())
+            {
+                good.extend([min.to_string(), max.to_string()]);
+                bad.extend([(min - 1).to_string(), (max + 1).to_string()]);
+            }
+            if let Some(max_len) = schema["maxLength"].as_u64() {
+                good.push("h".repeat(max_len as usize));
+                bad = vec!["h".repeat(max_len as usize + 1)];
+            }
+            assert!(!good.is_empty(), "cannot probe `{name}` of {template}");
+            for value in good {
+                let path = format!("{concrete}?{name}={}", encode(&value));
+                contract.get(&server, template, &path, 200).await;
+            }
+            for value in bad {
+                let path = format!("{concrete}?{name}={}", encode(&value));
+                contract.get(&server, template, &path, 400).await;
+            }
+        }
+    }
+    let covered = contract.covered.lock().unwrap().clone();
+    for template in &templates {
+        let responses = contract.operation(template)["responses"]
+            .as_object()
+            .unwrap();
+        for status in ["200", "400", "404"] {
+            if responses.contains_key(status) {
+                let status: u16 = status.parse().unwrap();
+                assert!(
+                    covered.contains(&(template.clone(), status)),
+                    "GET {template} {status} is documented but never checked"
+                );
+            }
+        }
+    }
+}
