@@ -432,3 +432,64 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shaper_is_hot_swapped_through_the_admin_socket_with_a_canary() {
+    let dir = tempdir("hyp-shaper");
+    let database = format!("sqlite://{}", dir.join("osds.db").display());
+    let file = dir.join("solutions.jsonl");
+    std::fs::write(
+        &file,
+        format!(
+            "{}\n{}\n",
+            solution(NOTO, 1, "preliminary", stations(4, 0.3, T0), None),
+            solution(NOTO, 2, "tracking", stations(12, 0.6, T0), Some(7.3))
+        ),
+    )
+    .unwrap();
+    let imported = run(&[
+        "hyp",
+        "import",
+        "--database-url",
+        &database,
+        file.to_str().unwrap(),
+    ]);
+    assert!(imported.status.success(), "{}", text(&imported));
+    let server = Server::start_in(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
+    let shaper_name =
+        || async { get_json(&server.url("/hyp/status")).await["shaper"]["name"].clone() };
+    assert_eq!(shaper_name().await, "hyp-shaper");
+    let socket = dir.join("admin.sock");
+    let components = |args: &[&str]| {
+        let mut all = vec!["components", "--admin-socket", socket.to_str().unwrap()];
+        all.extend_from_slice(args);
+        run(&all)
+    };
+
+    // A shaper that cannot shape the stored solutions is refused.
+    let broken = support::guest_component("test-decoders", "test_shaper_broken.wasm");
+    let refused = components(&["install", "hyp", broken.to_str().unwrap()]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("cannot shape"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(shaper_name().await, "hyp-shaper");
+
+    // A good one reshapes them identically and is swapped in; a rollback puts the old one back.
+    let v2 = support::guest_component("test-decoders", "test_shaper_v2.wasm");
+    let checked = components(&["check", v2.to_str().unwrap()]);
+    assert!(checked.status.success(), "{}", text(&checked));
+    assert!(
+        text(&checked).contains("2 stored solutions, 2 unchanged"),
+        "{}",
+        text(&checked)
+    );
+    let installed = components(&["install", "hyp", v2.to_str().unwrap()]);
+    assert!(installed.status.success(), "{}", text(&installed));
+    assert_eq!(shaper_name().await, "hyp-shaper-v2");
+    let back = components(&["rollback", "hyp"]);
+    assert!(back.status.success(), "{}", text(&back));
+    assert_eq!(shaper_name().await, "hyp-shaper");
+}

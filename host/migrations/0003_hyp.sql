@@ -22,6 +22,7 @@ CREATE TABLE hyp_reports (
     reported_at  INTEGER NOT NULL,
     recorded_at  INTEGER NOT NULL,
     shaper       TEXT NOT NULL,               -- name@sha256 of the shaper component
+    solution     BLOB NOT NULL,               -- the detector solution it was shaped from (a shaper's canary)
     PRIMARY KEY (event_id, number)
 );
 

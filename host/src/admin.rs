@@ -1,7 +1,7 @@
 //! The local admin channel: a Unix domain socket (never the public port) on which the running server takes
 //! operator commands, one JSON line in and one JSON line out per connection.
 
-use crate::components::ComponentManager;
+use crate::components::{ComponentManager, SHAPER_CHANNEL};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -123,11 +123,27 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
             details: manager.list().await,
         },
         Request::Check { wasm_hex } => {
-            let checked = match wasm_of(&wasm_hex) {
-                Ok(wasm) => manager.check(wasm).await,
-                Err(e) => Err(e),
+            let wasm = match wasm_of(&wasm_hex) {
+                Ok(wasm) => wasm,
+                Err(e) => return failed(e, Value::Null),
             };
-            match checked {
+            // Not a decoder? It may be a shaper.
+            if let Ok((_, verdict)) = manager.check_shaper(wasm.clone()).await {
+                return Response {
+                    ok: true,
+                    message: format!(
+                        "`{}` ({}) is a valid hyp shaper; canary: {} stored solutions, {} unchanged, {} changed, {} new errors",
+                        verdict.shaper.name,
+                        verdict.shaper.sha256,
+                        verdict.canary.payloads,
+                        verdict.canary.unchanged,
+                        verdict.canary.changed,
+                        verdict.canary.new_errors
+                    ),
+                    details: serde_json::to_value(&verdict).unwrap_or_default(),
+                };
+            }
+            match manager.check(wasm).await {
                 Ok((_, verdict)) => Response {
                     ok: true,
                     message: format!(
@@ -142,6 +158,42 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
                         verdict.canary.new_errors
                     ),
                     details: serde_json::to_value(&verdict).unwrap_or_default(),
+                },
+                Err(e) => failed(e, Value::Null),
+            }
+        }
+        Request::Install {
+            channel,
+            wasm_hex,
+            force,
+        } if channel == SHAPER_CHANNEL => {
+            let installed = match wasm_of(&wasm_hex) {
+                Ok(wasm) => manager.install_shaper(wasm, force).await,
+                Err(e) => Err(e.into()),
+            };
+            match installed {
+                Ok(verdict) => Response {
+                    ok: true,
+                    message: format!(
+                        "installed the hyp shaper `{}` ({}); canary: {} stored solutions, {} unchanged, {} changed, {} new errors",
+                        verdict.shaper.name,
+                        verdict.shaper.sha256,
+                        verdict.canary.payloads,
+                        verdict.canary.unchanged,
+                        verdict.canary.changed,
+                        verdict.canary.new_errors
+                    ),
+                    details: serde_json::to_value(&verdict).unwrap_or_default(),
+                },
+                Err(refusal) => failed(anyhow::anyhow!(refusal.message), Value::Null),
+            }
+        }
+        Request::Rollback { channel } if channel == SHAPER_CHANNEL => {
+            match manager.rollback_shaper().await {
+                Ok(info) => Response {
+                    ok: true,
+                    message: format!("the hyp shaper is `{}` ({}) again", info.name, info.sha256),
+                    details: json!({ "shaper": info }),
                 },
                 Err(e) => failed(e, Value::Null),
             }

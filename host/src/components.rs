@@ -8,7 +8,7 @@ use crate::decoders::{CONTROL_TAGS, SharedDecoders};
 use crate::frame;
 use crate::ingest::{ChannelSpec, Ingester};
 use crate::store::Store;
-use crate::wasm::{DecoderComponent, DecoderInfo, Runtime};
+use crate::wasm::{DecoderComponent, DecoderInfo, Runtime, ShaperComponent, ShaperInfo};
 use anyhow::Context;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -90,6 +90,15 @@ pub struct CanaryReport {
     pub differences: Vec<Difference>,
 }
 
+/// The result of a shaper's check and install.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShaperVerdict {
+    pub shaper: ShaperInfo,
+    pub replaces: ShaperInfo,
+    pub canary: CanaryReport,
+}
+
 /// The result of `check` and `install`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -125,13 +134,23 @@ pub struct ComponentManager {
     canary_recent: i64,
     /// The decoder each channel had before its last install; also serialises installs.
     previous: tokio::sync::Mutex<BTreeMap<String, Arc<DecoderComponent>>>,
+    /// The hyp report shaper in service, swapped like a decoder (channel `hyp`).
+    shaper: SharedShaper,
+    previous_shaper: tokio::sync::Mutex<Option<Arc<ShaperComponent>>>,
 }
+
+/// The shaper in use, replaced as a whole on a hot swap.
+pub type SharedShaper = Arc<arc_swap::ArcSwap<ShaperComponent>>;
+
+/// The channel name under which the hyp report shaper is installed and rolled back.
+pub const SHAPER_CHANNEL: &str = "hyp";
 
 impl ComponentManager {
     pub fn new(
         runtime: Arc<Runtime>,
         decoders: SharedDecoders,
         store: Store,
+        shaper: SharedShaper,
         canary_fixtures: Option<PathBuf>,
         canary_recent: i64,
     ) -> Arc<ComponentManager> {
@@ -143,7 +162,84 @@ impl ComponentManager {
             canary_fixtures,
             canary_recent,
             previous: Default::default(),
+            shaper,
+            previous_shaper: Default::default(),
         })
+    }
+
+    /// Validates a shaper (the `osds:hyp/shaper` world) and reshapes the most recent stored solutions with the
+    /// current and the new one, comparing the payloads.
+    pub async fn check_shaper(
+        &self,
+        wasm: Vec<u8>,
+    ) -> anyhow::Result<(Arc<ShaperComponent>, ShaperVerdict)> {
+        let runtime = self.runtime.clone();
+        let candidate = tokio::task::spawn_blocking(move || ShaperComponent::load(&runtime, &wasm))
+            .await
+            .context("loading the component failed")??;
+        let candidate = Arc::new(candidate);
+        let current = self.shaper.load_full();
+        let solutions = self.store.hyp_recent_solutions(self.canary_recent).await?;
+        let (new, old) = (candidate.clone(), current.clone());
+        let canary = tokio::task::spawn_blocking(move || {
+            let mut report = CanaryReport::default();
+            for (label, solution, _) in solutions {
+                report.payloads += 1;
+                let shaped = |shaper: &ShaperComponent| match shaper.shape(&solution) {
+                    Ok(payload) => Outcome::Report {
+                        report: serde_json::from_slice(&payload).unwrap_or(Value::Null),
+                    },
+                    Err(e) => Outcome::Error {
+                        kind: "refused".into(),
+                        message: format!("{e:#}"),
+                    },
+                };
+                report.record(label, shaped(&old), shaped(&new));
+            }
+            report
+        })
+        .await
+        .context("the canary failed to run")?;
+        let verdict = ShaperVerdict {
+            shaper: candidate.info().clone(),
+            replaces: current.info().clone(),
+            canary,
+        };
+        Ok((candidate, verdict))
+    }
+
+    /// Installs a shaper: validate → canary → swap, like a decoder.
+    pub async fn install_shaper(
+        &self,
+        wasm: Vec<u8>,
+        force: bool,
+    ) -> Result<ShaperVerdict, Refusal> {
+        let mut previous = self.previous_shaper.lock().await;
+        let (candidate, verdict) = self.check_shaper(wasm).await.map_err(Refusal::from)?;
+        if verdict.canary.new_errors > 0 && !force {
+            return Err(Refusal {
+                message: format!(
+                    "refused: the canary found {} stored solution(s) that `{}` cannot shape; install with --force to override",
+                    verdict.canary.new_errors, verdict.shaper.name
+                ),
+                verdict: None,
+            });
+        }
+        *previous = Some(self.shaper.swap(candidate));
+        tracing::info!(name = %verdict.shaper.name, sha256 = %verdict.shaper.sha256, "shaper installed");
+        Ok(verdict)
+    }
+
+    /// Puts the previous shaper back (a second rollback undoes the first).
+    pub async fn rollback_shaper(&self) -> anyhow::Result<ShaperInfo> {
+        let mut previous = self.previous_shaper.lock().await;
+        let restored = previous
+            .take()
+            .context("no previous shaper to roll back to")?;
+        let info = restored.info().clone();
+        *previous = Some(self.shaper.swap(restored));
+        tracing::info!(name = %info.name, sha256 = %info.sha256, "shaper rolled back");
+        Ok(info)
     }
 
     /// New channels get their upstream connection from the ingester (none with `--no-ingest`).
@@ -171,7 +267,16 @@ impl ComponentManager {
                 })
             })
             .collect();
-        json!({ "decoders": decoders })
+        let shaper = self.shaper.load();
+        json!({
+            "decoders": decoders,
+            "shaper": {
+                "name": shaper.info().name,
+                "version": shaper.info().version,
+                "sha256": shaper.info().sha256,
+                "rollbackTo": self.previous_shaper.lock().await.as_ref().map(|p| p.info().identity()),
+            },
+        })
     }
 
     /// Validates `wasm` and runs the canary against the decoder of the channel it claims, without installing.
@@ -406,24 +511,33 @@ fn run_canary(
             continue;
         }
         report.payloads += 1;
-        let before = Outcome::of(current, &payload);
-        let after = Outcome::of(Some(candidate), &payload);
+        report.record(
+            label,
+            Outcome::of(current, &payload),
+            Outcome::of(Some(candidate), &payload),
+        );
+    }
+    report
+}
+
+impl CanaryReport {
+    /// Counts one payload by how the two outcomes compare, keeping the first differences.
+    fn record(&mut self, label: String, before: Outcome, after: Outcome) {
         if before.same_as(&after) {
-            report.unchanged += 1;
-            continue;
+            self.unchanged += 1;
+            return;
         }
         match (before.is_report(), after.is_report()) {
-            (false, true) => report.fixed += 1,
-            (_, false) => report.new_errors += 1,
-            (true, true) => report.changed += 1,
+            (false, true) => self.fixed += 1,
+            (_, false) => self.new_errors += 1,
+            (true, true) => self.changed += 1,
         }
-        if report.differences.len() < DIFFERENCES_SHOWN {
-            report.differences.push(Difference {
+        if self.differences.len() < DIFFERENCES_SHOWN {
+            self.differences.push(Difference {
                 payload: label,
                 before: serde_json::to_value(&before).unwrap_or(Value::Null),
                 after: serde_json::to_value(&after).unwrap_or(Value::Null),
             });
         }
     }
-    report
 }

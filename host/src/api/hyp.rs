@@ -141,6 +141,7 @@ async fn status(
         "stationScope": "algorithm-associated",
         "sources": sources,
         "archive": { "events": events, "publicEvents": public, "reports": reports },
+        "shaper": state.shaper.load().info(),
         "serverTime": now_ms(),
     })))
 }

@@ -35,6 +35,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// Where backups are kept and how often they are taken; `/status` lists the directory.
     pub backups: Arc<crate::store::BackupSettings>,
+    /// The hyp report shaper in service; `/hyp/status` names it.
+    pub shaper: crate::components::SharedShaper,
 }
 
 /// The whole public surface: the `/api/v1` routes behind the entrance's layers. Outermost first: methods,

@@ -65,7 +65,8 @@ fn prepare(shaper: &ShaperComponent, line: &str) -> anyhow::Result<HypReportInpu
         Some(metrics) => serde_json::from_value(metrics).context("`stationMetrics`")?,
         None => Vec::new(),
     };
-    let payload = shaper.shape(solution.to_string().as_bytes())?;
+    let solution_bytes = solution.to_string().into_bytes();
+    let payload = shaper.shape(&solution_bytes)?;
     Ok(HypReportInput {
         event_id: solution["eventId"]
             .as_str()
@@ -82,6 +83,7 @@ fn prepare(shaper: &ShaperComponent, line: &str) -> anyhow::Result<HypReportInpu
         region: solution["region"].as_str().map(str::to_string),
         payload,
         shaper: shaper.info().identity(),
+        solution: solution_bytes,
         metrics,
     })
 }

@@ -9,7 +9,7 @@ use crate::decoders::DecoderSet;
 use crate::ingest::{ArchiveHandle, ChannelSpec, Ingester, LiveState, UpstreamConfig};
 use crate::store;
 use crate::tls;
-use crate::wasm::{Limits, Runtime};
+use crate::wasm::{Limits, Runtime, ShaperComponent};
 use anyhow::Context;
 use axum::serve::ListenerExt;
 use std::net::SocketAddr;
@@ -207,10 +207,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(upstream = %upstream.url, "ingesting from the relay");
         Some(Ingester::start(upstream, decoders.clone(), archive.clone(), live.clone()).await?)
     };
+    let shaper = ShaperComponent::embedded(&wasm)?;
+    tracing::info!(name = %shaper.info().name, sha256 = %shaper.info().sha256, "hyp shaper loaded");
+    let shaper = Arc::new(arc_swap::ArcSwap::from_pointee(shaper));
     let components = ComponentManager::new(
         wasm.clone(),
         decoders.clone(),
         store.clone(),
+        shaper.clone(),
         args.canary_fixtures.clone(),
         args.canary_recent.max(0),
     );
@@ -241,6 +245,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .then(|| Duration::from_secs(args.backup_every_secs)),
             keep: args.backup_keep as usize,
         }),
+        shaper,
     };
     let backups = tokio::spawn(store::backup::periodic(
         args.database_url.clone(),

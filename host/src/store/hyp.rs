@@ -52,6 +52,8 @@ pub struct HypReportInput {
     pub payload: Vec<u8>,
     /// name@sha256 of the shaper component.
     pub shaper: String,
+    /// The detector solution (JSON) the payload was shaped from.
+    pub solution: Vec<u8>,
     pub metrics: Vec<StationMetric>,
 }
 
@@ -164,8 +166,8 @@ impl Writer {
             }
         }
         sqlx::query(
-            "INSERT INTO hyp_reports (event_id, number, payload, sha256, status, reported_at, recorded_at, shaper) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO hyp_reports (event_id, number, payload, sha256, status, reported_at, recorded_at, shaper, solution) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&input.event_id)
         .bind(input.number)
@@ -175,6 +177,7 @@ impl Writer {
         .bind(input.reported_at)
         .bind(input.recorded_at)
         .bind(&input.shaper)
+        .bind(&input.solution)
         .execute(&mut *tx)
         .await?;
         for metric in &input.metrics {
@@ -384,6 +387,30 @@ impl Store {
         Ok(payload
             .and_then(|p| serde_json::from_slice::<serde_json::Value>(&p).ok())
             .and_then(|v| v["algorithm"].as_str().map(str::to_string)))
+    }
+
+    /// The most recent solutions with the payload each was shaped into, newest first (a shaper's canary).
+    pub async fn hyp_recent_solutions(
+        &self,
+        limit: i64,
+    ) -> anyhow::Result<Vec<(String, Vec<u8>, Vec<u8>)>> {
+        let rows = sqlx::query(
+            "SELECT event_id, number, solution, payload FROM hyp_reports ORDER BY recorded_at DESC LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let label = format!(
+                    "{} report {}",
+                    r.get::<String, _>("event_id"),
+                    r.get::<i64, _>("number")
+                );
+                (label, r.get("solution"), r.get("payload"))
+            })
+            .collect())
     }
 
     /// Events, public events and reports in the hyp archive.
