@@ -1,0 +1,638 @@
+//! `osds-bench`: starts the real `osds serve` on a fresh database against the fake Wolfx relay and measures it.
+//!
+//! Benchmarks (see `BENCHMARKS.md` for the method and the numbers):
+//! - `fsync`: the physical cost of one durable commit on this disk (append 64 bytes, `sync_data`), the floor
+//!   of push latency with durable commits. Always run first.
+//! - `push-latency`: one SSE and one WebSocket subscriber; distinct `cq_eew` frames pushed at a fixed pace
+//!   through the relay; time from the push to the matching `report` at each subscriber.
+//! - `ingest`: frames pushed as fast as the server drains them (80 % new versions, 20 % exact duplicates) for
+//!   `--seconds`, then until every frame has its reception record; sustained frames/s and versions/s.
+//!
+//! Every wait is bounded: a benchmark that does not finish in time fails instead of hanging.
+
+use anyhow::{Context, Result, anyhow, bail};
+use fake_relay::{FakeRelay, RelayConfig};
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+const CHANNEL_PATHS: [&str; 5] = ["/cenc_eew", "/sc_eew", "/fj_eew", "/cq_eew", "/all_eew"];
+const USAGE: &str = "usage: osds-bench [--osds PATH] [--seconds N] [--frames N] [--interval-ms N] \
+[--dir DIR] <push-latency|ingest|fsync|all>
+
+  --osds PATH        the osds binary to test (default target/release/osds)
+  --seconds N        duration of the ingest push phase (default 10)
+  --frames N         frames measured by push-latency (default 300)
+  --interval-ms N    pace of push-latency (default 20)
+  --dir DIR          where the temporary databases and the fsync probe file go (default: the system temp dir)";
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Which {
+    PushLatency,
+    Ingest,
+    Fsync,
+    All,
+}
+
+#[derive(Debug)]
+struct Options {
+    osds: PathBuf,
+    seconds: f64,
+    frames: usize,
+    interval: Duration,
+    dir: PathBuf,
+    which: Which,
+}
+
+fn parse_args() -> Result<Options> {
+    let mut options = Options {
+        osds: PathBuf::from("target/release/osds"),
+        seconds: 10.0,
+        frames: 300,
+        interval: Duration::from_millis(20),
+        dir: std::env::temp_dir(),
+        which: Which::All,
+    };
+    let mut which = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| {
+            args.next()
+                .ok_or_else(|| anyhow!("{name} needs a value\n{USAGE}"))
+        };
+        match arg.as_str() {
+            "--osds" => options.osds = PathBuf::from(value("--osds")?),
+            "--seconds" => {
+                options.seconds = value("--seconds")?.parse().context("--seconds")?;
+                if !(options.seconds > 0.0 && options.seconds <= 600.0) {
+                    bail!("--seconds must be in (0, 600]");
+                }
+            }
+            "--frames" => {
+                options.frames = value("--frames")?.parse().context("--frames")?;
+                if options.frames == 0 || options.frames > 100_000 {
+                    bail!("--frames must be in [1, 100000]");
+                }
+            }
+            "--interval-ms" => {
+                options.interval =
+                    Duration::from_millis(value("--interval-ms")?.parse().context("--interval-ms")?)
+            }
+            "--dir" => options.dir = PathBuf::from(value("--dir")?),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            "push-latency" => which = Some(Which::PushLatency),
+            "ingest" => which = Some(Which::Ingest),
+            "fsync" => which = Some(Which::Fsync),
+            "all" => which = Some(Which::All),
+            other => bail!("unknown argument `{other}`\n{USAGE}"),
+        }
+    }
+    options.which = which.ok_or_else(|| anyhow!("name a benchmark\n{USAGE}"))?;
+    Ok(options)
+}
+
+/// Percentiles of a sample, in milliseconds (nearest rank).
+#[derive(Debug, Clone, Copy)]
+struct Summary {
+    n: usize,
+    p50: f64,
+    p90: f64,
+    p99: f64,
+    max: f64,
+}
+
+fn summarize(samples: &[Duration]) -> Option<Summary> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    ms.sort_by(f64::total_cmp);
+    let rank = |p: f64| {
+        let index = ((p / 100.0) * ms.len() as f64).ceil() as usize;
+        ms[index.clamp(1, ms.len()) - 1]
+    };
+    Some(Summary {
+        n: ms.len(),
+        p50: rank(50.0),
+        p90: rank(90.0),
+        p99: rank(99.0),
+        max: ms[ms.len() - 1],
+    })
+}
+
+/// What the run measured, printed as one table at the end.
+#[derive(Default)]
+struct Results {
+    fsync: Option<Summary>,
+    sse: Option<Summary>,
+    ws: Option<Summary>,
+    push_lost: Option<(usize, usize, usize)>,
+    ingest: Option<Ingest>,
+}
+
+struct Ingest {
+    frames: u64,
+    versions: u64,
+    push_secs: f64,
+    total_secs: f64,
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The server under test
+
+/// A running `osds serve` on a fresh database in its own directory; killed and removed when dropped.
+struct Server {
+    child: tokio::process::Child,
+    base: String,
+    dir: PathBuf,
+}
+
+impl Server {
+    async fn start(osds: &Path, root: &Path, label: &str, upstream: &str) -> Result<Server> {
+        let dir = root.join(format!("osds-bench-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let log = std::fs::File::create(dir.join("server.log")).context("server log")?;
+        let mut child = tokio::process::Command::new(osds)
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--upstream-url", upstream])
+            .arg("--database-url")
+            .arg(format!("sqlite://{}", dir.join("osds.db").display()))
+            .arg("--admin-socket")
+            .arg(dir.join("admin.sock"))
+            .args([
+                "--rate-limit-burst",
+                "100000000",
+                "--rate-limit-per-sec",
+                "100000000",
+            ])
+            .args(["--max-connections-per-client", "100000"])
+            .env_remove("OSDS_CONFIG")
+            .env("OSDS_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("start {} serve", osds.display()))?;
+        let stdout = child.stdout.take().context("stdout of osds serve")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let read_base = async {
+            while let Some(line) = lines.next_line().await? {
+                if let Some(url) = line.strip_prefix("osds: serving ") {
+                    return Ok::<_, anyhow::Error>(Some(url.trim().to_string()));
+                }
+            }
+            Ok(None)
+        };
+        let base = match tokio::time::timeout(Duration::from_secs(60), read_base).await {
+            Ok(Ok(Some(base))) => base,
+            outcome => {
+                let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+                bail!("osds serve did not start ({outcome:?}); log:\n{log}");
+            }
+        };
+        // Keep draining stdout so the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Server { child, base, dir })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn ws_url(&self, path: &str) -> String {
+        self.url(path).replacen("http://", "ws://", 1)
+    }
+
+    async fn stop(mut self) {
+        let _ = self.child.kill().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The relay and a server connected to it on all five paths.
+async fn start_connected(options: &Options, label: &str) -> Result<(FakeRelay, Server)> {
+    let relay = FakeRelay::start(RelayConfig::default()).await?;
+    let server = Server::start(&options.osds, &options.dir, label, &relay.url()).await?;
+    for path in CHANNEL_PATHS {
+        if !relay.wait_connected(path, 1, Duration::from_secs(30)).await {
+            bail!("osds serve never connected {path} to the relay");
+        }
+    }
+    Ok((relay, server))
+}
+
+async fn get_json(client: &reqwest::Client, url: &str) -> Result<Value> {
+    let response = client.get(url).send().await?.error_for_status()?;
+    Ok(response.json().await?)
+}
+
+/// A `cq_eew` frame like the relay sends; `event` makes the EventID unique, `revision` the ReportNum.
+fn cq_frame(tag: &str, event: u64, revision: u64) -> String {
+    format!(
+        r#"{{"type":"cq_eew","ID":"{tag}{event}r{revision}","EventID":"{tag}{event:08}_{revision}","ReportTime":"2026-09-10 10:10:25","ReportNum":{revision},"OriginTime":"2026-09-10 10:10:10","HypoCenter":"重庆荣昌区","Latitude":29.4,"Longitude":105.5,"Magnitude":4.1,"Depth":8,"MaxIntensity":5.9}}"#
+    )
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// fsync floor
+
+fn fsync_floor(dir: &Path, rounds: usize) -> Result<Vec<Duration>> {
+    let path = dir.join(format!("osds-bench-fsync-{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("open {}", path.display()))?;
+    let record = [0x5a_u8; 64];
+    let mut samples = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let start = Instant::now();
+        file.write_all(&record)?;
+        file.sync_data()?;
+        samples.push(start.elapsed());
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    Ok(samples)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// push latency
+
+/// Reads `/stream` and sends (upstreamEventId, arrival) of every `report` event; the first message says ready.
+async fn sse_subscriber(
+    url: String,
+    tx: mpsc::UnboundedSender<(String, Instant)>,
+    ready: mpsc::Sender<()>,
+) -> Result<()> {
+    let response = reqwest::Client::new()
+        .get(&url)
+        .send()
+        .await?
+        .error_for_status()?;
+    let mut body = response.bytes_stream();
+    let mut buffer = String::new();
+    let mut ready = Some(ready);
+    while let Some(chunk) = body.next().await {
+        let arrived = Instant::now();
+        buffer.push_str(std::str::from_utf8(&chunk?).context("SSE is UTF-8")?);
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut event = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                match field {
+                    "event" => event = Some(value.to_string()),
+                    "data" => {
+                        if !data.is_empty() {
+                            data.push('\n');
+                        }
+                        data.push_str(value);
+                    }
+                    _ => {}
+                }
+            }
+            match event.as_deref() {
+                Some("ready") => {
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(()).await;
+                    }
+                }
+                Some("report") => {
+                    let report: Value =
+                        serde_json::from_str(&data).context("SSE report is JSON")?;
+                    if let Some(id) = report["upstreamEventId"].as_str() {
+                        let _ = tx.send((id.to_string(), arrived));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads `/ws` and sends (upstreamEventId, arrival) of every `report` message.
+async fn ws_subscriber(
+    url: String,
+    tx: mpsc::UnboundedSender<(String, Instant)>,
+    ready: mpsc::Sender<()>,
+) -> Result<()> {
+    let (mut socket, _) = tokio_tungstenite::connect_async(&url).await?;
+    let mut ready = Some(ready);
+    while let Some(message) = socket.next().await {
+        let arrived = Instant::now();
+        let Message::Text(text) = message? else {
+            continue;
+        };
+        let message: Value = serde_json::from_str(&text).context("WebSocket message is JSON")?;
+        match message["type"].as_str() {
+            Some("ready") => {
+                if let Some(ready) = ready.take() {
+                    let _ = ready.send(()).await;
+                }
+            }
+            Some("report") => {
+                if let Some(id) = message["data"]["upstreamEventId"].as_str() {
+                    let _ = tx.send((id.to_string(), arrived));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+async fn push_latency(options: &Options, results: &mut Results) -> Result<()> {
+    const WARMUP: u64 = 20;
+    let (relay, server) = start_connected(options, "push").await?;
+    let (sse_tx, mut sse_rx) = mpsc::unbounded_channel();
+    let (ws_tx, mut ws_rx) = mpsc::unbounded_channel();
+    let (ready_tx, mut ready_rx) = mpsc::channel(2);
+    let sse = tokio::spawn(sse_subscriber(
+        server.url("/stream"),
+        sse_tx,
+        ready_tx.clone(),
+    ));
+    let ws = tokio::spawn(ws_subscriber(server.ws_url("/ws"), ws_tx, ready_tx));
+    for _ in 0..2 {
+        tokio::time::timeout(Duration::from_secs(20), ready_rx.recv())
+            .await
+            .context("subscribers not ready in 20 s")?
+            .context("a subscriber failed before it was ready")?;
+    }
+    println!(
+        "push-latency: {} frames, one every {} ms (after {WARMUP} warm-up frames), one SSE and one WebSocket subscriber",
+        options.frames,
+        options.interval.as_millis()
+    );
+
+    let total = WARMUP + options.frames as u64;
+    let mut sent: HashMap<String, Instant> = HashMap::new();
+    let mut pace = tokio::time::interval(options.interval);
+    pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for n in 0..total {
+        pace.tick().await;
+        let frame = cq_frame("L", n, 1);
+        let id = format!("L{n:08}_1");
+        let at = Instant::now();
+        if relay.push_to("/cq_eew", frame.as_bytes()).await != 1 {
+            bail!("the relay had no /cq_eew client to push to");
+        }
+        if n >= WARMUP {
+            sent.insert(id, at);
+        }
+    }
+
+    // Collect arrivals until both subscribers saw every frame, or 30 s after the last push.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (mut sse_seen, mut ws_seen) = (HashMap::new(), HashMap::new());
+    while (sse_seen.len() < sent.len() || ws_seen.len() < sent.len())
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::select! {
+            Some((id, at)) = sse_rx.recv() => { if sent.contains_key(&id) { sse_seen.insert(id, at); } }
+            Some((id, at)) = ws_rx.recv() => { if sent.contains_key(&id) { ws_seen.insert(id, at); } }
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    sse.abort();
+    ws.abort();
+    let latencies = |seen: &HashMap<String, Instant>| -> Vec<Duration> {
+        seen.iter()
+            .filter_map(|(id, at)| sent.get(id).map(|sent| at.saturating_duration_since(*sent)))
+            .collect()
+    };
+    results.sse = summarize(&latencies(&sse_seen));
+    results.ws = summarize(&latencies(&ws_seen));
+    results.push_lost = Some((
+        sent.len(),
+        sent.len() - sse_seen.len(),
+        sent.len() - ws_seen.len(),
+    ));
+    server.stop().await;
+    relay.shutdown().await;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// ingest throughput
+
+async fn ingest(options: &Options, results: &mut Results) -> Result<()> {
+    /// Frames the relay may be ahead of the archive: bounds the relay's queue and the drain after the push.
+    const WINDOW: u64 = 2_000;
+    let (relay, server) = start_connected(options, "ingest").await?;
+    let client = reqwest::Client::new();
+    let status_url = server.url("/status");
+    let archive = get_json(&client, &status_url).await?["archive"].clone();
+    let base_deliveries = archive["deliveries"]
+        .as_u64()
+        .context("archive.deliveries")?;
+    let base_versions = archive["versions"].as_u64().context("archive.versions")?;
+
+    // A poller keeps the archived reception count fresh for the push loop's window.
+    let committed = Arc::new(AtomicU64::new(0));
+    let poller = {
+        let committed = committed.clone();
+        let client = client.clone();
+        let url = status_url.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Ok(status) = get_json(&client, &url).await
+                    && let Some(deliveries) = status["archive"]["deliveries"].as_u64()
+                {
+                    committed.store(deliveries.saturating_sub(base_deliveries), Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    println!(
+        "ingest: pushing for {} s (80 % new versions, 20 % exact duplicates, at most {WINDOW} frames ahead of the archive)",
+        options.seconds
+    );
+    let start = Instant::now();
+    let push_for = Duration::from_secs_f64(options.seconds);
+    let (mut frames, mut new_versions) = (0_u64, 0_u64);
+    let mut last_new = String::new();
+    while start.elapsed() < push_for {
+        if frames.saturating_sub(committed.load(Ordering::SeqCst)) >= WINDOW {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            continue;
+        }
+        let frame = if frames % 5 == 4 && !last_new.is_empty() {
+            last_new.clone()
+        } else {
+            // Ten revisions per event.
+            let frame = cq_frame("I", new_versions / 10, new_versions % 10 + 1);
+            new_versions += 1;
+            last_new = frame.clone();
+            frame
+        };
+        if relay.push_to("/cq_eew", frame.as_bytes()).await != 1 {
+            bail!("the relay had no /cq_eew client to push to");
+        }
+        frames += 1;
+        if frames % 256 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let push_secs = start.elapsed().as_secs_f64();
+    poller.abort();
+
+    // Drain: every frame has its reception record.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (deliveries, versions) = loop {
+        let archive = get_json(&client, &status_url).await?["archive"].clone();
+        let deliveries = archive["deliveries"]
+            .as_u64()
+            .unwrap_or(0)
+            .saturating_sub(base_deliveries);
+        let versions = archive["versions"]
+            .as_u64()
+            .unwrap_or(0)
+            .saturating_sub(base_versions);
+        if deliveries >= frames {
+            break (deliveries, versions);
+        }
+        if Instant::now() > deadline {
+            bail!("only {deliveries} of {frames} frames archived 120 s after the push ended");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let total_secs = start.elapsed().as_secs_f64();
+    if versions != new_versions {
+        println!(
+            "ingest: warning: {versions} versions archived, {new_versions} new versions pushed"
+        );
+    }
+    results.ingest = Some(Ingest {
+        frames: deliveries,
+        versions,
+        push_secs,
+        total_secs,
+    });
+    server.stop().await;
+    relay.shutdown().await;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+fn print_table(options: &Options, results: &Results) {
+    println!();
+    println!(
+        "osds-bench results ({}; {} CPUs)",
+        options.osds.display(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!("{:-<86}", "");
+    println!(
+        "{:<40} {:>6} {:>8} {:>8} {:>8} {:>8}",
+        "latency (ms)", "n", "p50", "p90", "p99", "max"
+    );
+    let row = |name: &str, summary: &Option<Summary>| {
+        if let Some(s) = summary {
+            println!(
+                "{name:<40} {:>6} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
+                s.n, s.p50, s.p90, s.p99, s.max
+            );
+        }
+    };
+    row("fsync floor (64 B append + sync_data)", &results.fsync);
+    row("push -> SSE report", &results.sse);
+    row("push -> WebSocket report", &results.ws);
+    if let Some((sent, sse_lost, ws_lost)) = results.push_lost {
+        println!(
+            "{:<40} {sent} measured frames; missing at SSE {sse_lost}, at WebSocket {ws_lost}",
+            "push-latency frames"
+        );
+    }
+    if let Some(fsync) = results.fsync {
+        for (name, summary) in [("SSE", results.sse), ("WebSocket", results.ws)] {
+            if let Some(s) = summary {
+                println!(
+                    "{:<40} {:.1}x",
+                    format!("ratio push->{name} p50 / fsync p50"),
+                    s.p50 / fsync.p50
+                );
+            }
+        }
+    }
+    if let Some(ingest) = &results.ingest {
+        println!("{:-<86}", "");
+        println!(
+            "{:<40} {} frames ({} new versions) pushed in {:.1} s, all archived after {:.1} s",
+            "ingest", ingest.frames, ingest.versions, ingest.push_secs, ingest.total_secs
+        );
+        println!(
+            "{:<40} {:.0} frames/s",
+            "ingest sustained",
+            ingest.frames as f64 / ingest.total_secs
+        );
+        println!(
+            "{:<40} {:.0} versions/s",
+            "ingest sustained",
+            ingest.versions as f64 / ingest.total_secs
+        );
+        if let Some(fsync) = results.fsync {
+            println!(
+                "{:<40} {:.3} ms per frame vs fsync p50 {:.3} ms",
+                "ingest cost per frame",
+                ingest.total_secs * 1000.0 / ingest.frames.max(1) as f64,
+                fsync.p50
+            );
+        }
+    }
+    println!("{:-<86}", "");
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> Result<()> {
+    let options = parse_args()?;
+    if options.which != Which::Fsync && !options.osds.is_file() {
+        bail!(
+            "no osds binary at {} (build it: cargo build --release -p osds, or pass --osds)",
+            options.osds.display()
+        );
+    }
+    std::fs::create_dir_all(&options.dir)
+        .with_context(|| format!("create {}", options.dir.display()))?;
+    let mut results = Results::default();
+
+    println!(
+        "fsync: 200 x (append 64 B + sync_data) in {}",
+        options.dir.display()
+    );
+    let dir = options.dir.clone();
+    results.fsync = summarize(&tokio::task::spawn_blocking(move || fsync_floor(&dir, 200)).await??);
+
+    if matches!(options.which, Which::PushLatency | Which::All) {
+        push_latency(&options, &mut results)
+            .await
+            .context("push-latency")?;
+    }
+    if matches!(options.which, Which::Ingest | Which::All) {
+        ingest(&options, &mut results).await.context("ingest")?;
+    }
+    print_table(&options, &results);
+    Ok(())
+}
