@@ -147,6 +147,8 @@ struct Ingest {
     versions: u64,
     push_secs: f64,
     total_secs: f64,
+    /// Reception records archived by the end of the push phase (as last polled).
+    archived_during_push: u64,
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -497,6 +499,7 @@ async fn ingest(options: &Options, results: &mut Results) -> Result<()> {
     }
     let push_secs = start.elapsed().as_secs_f64();
     poller.abort();
+    let archived_during_push = committed.load(Ordering::SeqCst);
 
     // Drain: every frame has its reception record.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -529,6 +532,7 @@ async fn ingest(options: &Options, results: &mut Results) -> Result<()> {
         versions,
         push_secs,
         total_secs,
+        archived_during_push,
     });
     server.stop().await;
     relay.shutdown().await;
@@ -592,6 +596,12 @@ fn print_table(options: &Options, results: &Results) {
             "{:<40} {:.0} versions/s",
             "ingest sustained",
             ingest.versions as f64 / ingest.total_secs
+        );
+        println!(
+            "{:<40} {:.0} frames/s ({} archived while pushing)",
+            "ingest during the push phase",
+            ingest.archived_during_push as f64 / ingest.push_secs,
+            ingest.archived_during_push
         );
         if let Some(fsync) = results.fsync {
             println!(
