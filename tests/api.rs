@@ -640,39 +640,7 @@ async fn every_eew_endpoint_and_parameter_edge_matches_the_spec_and_openapi() {
     for template in &templates {
         for parameter in contract.query_parameters(template) {
             let name = parameter["name"].as_str().unwrap();
-            let schema = contract.resolve(&parameter["schema"]);
-            let mut good: Vec<String> = Vec::new();
-            let mut bad: Vec<String> = vec!["".into()];
-            if let Some(values) = schema["enum"].as_array() {
-                good.extend(values.iter().map(|v| v.as_str().unwrap().to_string()));
-                bad.push("zz".into());
-            }
-            if let (Some(min), Some(max)) = (schema["minimum"].as_f64(), schema["maximum"].as_f64())
-            {
-                let integer = schema["type"] == "integer";
-                let show = |n: f64| {
-                    if integer {
-                        format!("{}", n as i64)
-                    } else {
-                        format!("{n}")
-                    }
-                };
-                good.extend([show(min), show(max)]);
-                let step = if integer { 1.0 } else { 0.001 };
-                bad.extend([show(min - step), show(max + step), "x".into()]);
-            }
-            if let Some(max_len) = schema["maxLength"].as_u64() {
-                good.push("震".repeat(max_len as usize));
-                bad = vec!["震".repeat(max_len as usize + 1)];
-            }
-            if schema["format"] == "date" {
-                good.push("2026-01-01".into());
-                bad.extend(["2026-13-01".into(), "20260101".into()]);
-            }
-            assert!(
-                !good.is_empty(),
-                "test does not know how to probe `{name}` of {template}"
-            );
+            let (good, bad) = contract.probe_values(&parameter, template);
             for value in good {
                 let path = format!("{}?{name}={}", concrete(template), encode(&value));
                 match template.as_str() {
@@ -693,9 +661,6 @@ async fn every_eew_endpoint_and_parameter_edge_matches_the_spec_and_openapi() {
                 }
             }
             for value in bad {
-                if name == "q" && value.is_empty() {
-                    continue;
-                }
                 let path = format!("{}?{name}={}", concrete(template), encode(&value));
                 contract.get(&server, template, &path, 400).await;
             }
@@ -703,20 +668,6 @@ async fn every_eew_endpoint_and_parameter_edge_matches_the_spec_and_openapi() {
     }
 
     // Every path of the document was exercised with a 200, and every declared 400 and 404 too.
-    let covered = contract.covered.lock().unwrap().clone();
-    for template in &templates {
-        let responses = contract.operation(template)["responses"]
-            .as_object()
-            .unwrap();
-        for status in ["200", "400", "404"] {
-            if responses.contains_key(status) {
-                let status: u16 = status.parse().unwrap();
-                assert!(
-                    covered.contains(&(template.clone(), status)),
-                    "GET {template} {status} is documented but never checked"
-                );
-            }
-        }
-    }
+    contract.assert_covered(&templates);
     drop(relay);
 }

@@ -1,7 +1,7 @@
 //! The local admin channel: a Unix domain socket (never the public port) on which the running server takes
 //! operator commands, one JSON line in and one JSON line out per connection.
 
-use crate::components::{ComponentManager, SHAPER_CHANNEL};
+use crate::components::{CanaryReport, ComponentManager, SHAPER_CHANNEL};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -106,6 +106,14 @@ async fn handle(stream: UnixStream, manager: Arc<ComponentManager>) -> anyhow::R
     Ok(())
 }
 
+/// `N payloads, N unchanged, N fixed, N changed, N new errors`.
+fn canary_counts(canary: &CanaryReport) -> String {
+    format!(
+        "{} payloads, {} unchanged, {} fixed, {} changed, {} new errors",
+        canary.payloads, canary.unchanged, canary.fixed, canary.changed, canary.new_errors
+    )
+}
+
 fn wasm_of(hex_text: &str) -> anyhow::Result<Vec<u8>> {
     hex::decode(hex_text).context("the component bytes are not hex")
 }
@@ -132,13 +140,10 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
                 return Response {
                     ok: true,
                     message: format!(
-                        "`{}` ({}) is a valid hyp shaper; canary: {} stored solutions, {} unchanged, {} changed, {} new errors",
+                        "`{}` ({}) is a valid hyp shaper; canary: {}",
                         verdict.shaper.name,
                         verdict.shaper.sha256,
-                        verdict.canary.payloads,
-                        verdict.canary.unchanged,
-                        verdict.canary.changed,
-                        verdict.canary.new_errors
+                        canary_counts(&verdict.canary)
                     ),
                     details: serde_json::to_value(&verdict).unwrap_or_default(),
                 };
@@ -147,15 +152,11 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
                 Ok((_, verdict)) => Response {
                     ok: true,
                     message: format!(
-                        "`{}` ({}) is a valid decoder for `{}`; canary: {} payloads, {} unchanged, {} fixed, {} changed, {} new errors",
+                        "`{}` ({}) is a valid decoder for `{}`; canary: {}",
                         verdict.decoder.name,
                         verdict.decoder.sha256,
                         verdict.decoder.source,
-                        verdict.canary.payloads,
-                        verdict.canary.unchanged,
-                        verdict.canary.fixed,
-                        verdict.canary.changed,
-                        verdict.canary.new_errors
+                        canary_counts(&verdict.canary)
                     ),
                     details: serde_json::to_value(&verdict).unwrap_or_default(),
                 },
@@ -175,13 +176,10 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
                 Ok(verdict) => Response {
                     ok: true,
                     message: format!(
-                        "installed the hyp shaper `{}` ({}); canary: {} stored solutions, {} unchanged, {} changed, {} new errors",
+                        "installed the hyp shaper `{}` ({}); canary: {}",
                         verdict.shaper.name,
                         verdict.shaper.sha256,
-                        verdict.canary.payloads,
-                        verdict.canary.unchanged,
-                        verdict.canary.changed,
-                        verdict.canary.new_errors
+                        canary_counts(&verdict.canary)
                     ),
                     details: serde_json::to_value(&verdict).unwrap_or_default(),
                 },
@@ -211,14 +209,10 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
                 Ok(verdict) => Response {
                     ok: true,
                     message: format!(
-                        "installed `{}` ({}) for `{channel}`; canary: {} payloads, {} unchanged, {} fixed, {} changed, {} new errors",
+                        "installed `{}` ({}) for `{channel}`; canary: {}",
                         verdict.decoder.name,
                         verdict.decoder.sha256,
-                        verdict.canary.payloads,
-                        verdict.canary.unchanged,
-                        verdict.canary.fixed,
-                        verdict.canary.changed,
-                        verdict.canary.new_errors
+                        canary_counts(&verdict.canary)
                     ),
                     details: serde_json::to_value(&verdict).unwrap_or_default(),
                 },

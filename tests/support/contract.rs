@@ -144,6 +144,62 @@ impl Contract {
     }
 }
 
+impl Contract {
+    /// Values a query parameter must accept (its bounds, its enum, its longest text) and values it must refuse
+    /// (one step beyond, empty, wrong type, one character too long), read from its schema.
+    pub fn probe_values(&self, parameter: &Value, template: &str) -> (Vec<String>, Vec<String>) {
+        let name = parameter["name"].as_str().unwrap_or_default();
+        let schema = self.resolve(&parameter["schema"]);
+        let mut good: Vec<String> = Vec::new();
+        let mut bad: Vec<String> = vec!["".into()];
+        if let Some(values) = schema["enum"].as_array() {
+            good.extend(values.iter().map(|v| v.as_str().unwrap().to_string()));
+            bad.push("zz".into());
+        }
+        if let (Some(min), Some(max)) = (schema["minimum"].as_f64(), schema["maximum"].as_f64()) {
+            let integer = schema["type"] == "integer";
+            let show = |n: f64| {
+                if integer {
+                    format!("{}", n as i64)
+                } else {
+                    format!("{n}")
+                }
+            };
+            good.extend([show(min), show(max)]);
+            let step = if integer { 1.0 } else { 0.001 };
+            bad.extend([show(min - step), show(max + step), "x".into()]);
+        }
+        if let Some(max_len) = schema["maxLength"].as_u64() {
+            good.push("震".repeat(max_len as usize));
+            // An empty text is the same as none: only the over-long one is refused.
+            bad = vec!["震".repeat(max_len as usize + 1)];
+        }
+        if schema["format"] == "date" {
+            good.push("2026-01-01".into());
+            bad.extend(["2026-13-01".into(), "20260101".into()]);
+        }
+        assert!(!good.is_empty(), "no way to probe `{name}` of {template}");
+        (good, bad)
+    }
+
+    /// Every documented 200, 400 and 404 of `templates` was checked by [`Contract::get`].
+    pub fn assert_covered(&self, templates: &[String]) {
+        let covered = self.covered.lock().unwrap().clone();
+        for template in templates {
+            let responses = self.operation(template)["responses"].as_object().unwrap();
+            for status in ["200", "400", "404"] {
+                if responses.contains_key(status) {
+                    let status: u16 = status.parse().unwrap();
+                    assert!(
+                        covered.contains(&(template.clone(), status)),
+                        "GET {template} {status} is documented but never checked"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Percent-encodes a query value.
 pub fn encode(value: &str) -> String {
     form_urlencoded::byte_serialize(value.as_bytes()).collect()

@@ -89,25 +89,26 @@ impl Params {
     }
 }
 
-/// The one path segment of a route, as text. A segment that does not percent-decode to UTF-8 is a 400 with
-/// the JSON error body (axum's own rejection would be plain text).
+/// The one path segment of a route, as text, with the same JSON 400 as [`PathTexts`].
 pub struct PathText(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for PathText {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        match Path::<String>::from_request_parts(parts, state).await {
-            Ok(Path(text)) => Ok(PathText(text)),
-            Err(rejection) => Err(ApiError::bad_request(
+        let PathTexts(mut texts) = PathTexts::from_request_parts(parts, state).await?;
+        match texts.pop() {
+            Some(text) if texts.is_empty() => Ok(PathText(text)),
+            _ => Err(ApiError::bad_request(
                 "invalid_path",
-                format!("the path cannot be read: {rejection}"),
+                "expected one path parameter",
             )),
         }
     }
 }
 
-/// Every path segment of a route, as text (`/hyp/events/{id}/reports/{number}`), with the same JSON 400.
+/// Every path parameter of a route, as text (`/hyp/events/{id}/reports/{number}`). A segment that does not
+/// percent-decode to UTF-8 is a 400 with the JSON error body (axum's own rejection would be plain text).
 pub struct PathTexts(pub Vec<String>);
 
 impl<S: Send + Sync> FromRequestParts<S> for PathTexts {

@@ -8,16 +8,6 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use sqlx::{Connection, Row};
 
-/// The lifecycle states a report may carry.
-pub const HYP_STATUSES: [&str; 6] = [
-    "candidate",
-    "preliminary",
-    "tracking",
-    "finalized",
-    "retracted",
-    "interrupted",
-];
-
 /// A peak of one station for one layered metric (`surface:pgaGal`, `underground:intensity`, ...).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -115,7 +105,7 @@ impl Writer {
     /// taken, or that skips one, is refused (reports are never replaced).
     pub async fn append_hyp_report(&mut self, input: &HypReportInput) -> anyhow::Result<String> {
         anyhow::ensure!(
-            HYP_STATUSES.contains(&input.status.as_str()),
+            hyp_core::STATUSES.contains(&input.status.as_str()),
             "unknown status `{}`",
             input.status
         );
@@ -246,17 +236,7 @@ impl Writer {
 impl Store {
     /// Public events, newest first detection first, and how many match.
     pub async fn hyp_events(&self, filter: &HypFilter) -> anyhow::Result<(Vec<HypEventRow>, i64)> {
-        let pattern = filter.q.as_deref().map(|q| {
-            let mut p = String::from("%");
-            for c in q.chars() {
-                if matches!(c, '%' | '_' | '\\') {
-                    p.push('\\');
-                }
-                p.push(c);
-            }
-            p.push('%');
-            p
-        });
+        let pattern = filter.q.as_deref().map(super::read::like_pattern);
         let clause = format!(
             "{PUBLIC} AND first_at >= ?1 AND (?2 IS NULL OR first_at < ?2) AND (?3 IS NULL OR id LIKE ?3 ESCAPE '\\')"
         );

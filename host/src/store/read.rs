@@ -42,6 +42,13 @@ fn archived_unit(row: &SqliteRow) -> ArchivedUnit {
     }
 }
 
+/// Unparsed deliveries no later decoder recovered, of an optional source and reception-time range (binds:
+/// source twice, since twice, until twice).
+const STILL_UNPARSED: &str = "d.outcome = 'unparsed' \
+     AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
+     AND (? IS NULL OR d.source = ?) \
+     AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?)";
+
 /// Which unparsed deliveries `osds reparse` goes through.
 #[derive(Debug, Default, Clone)]
 pub struct UnparsedFilter {
@@ -146,7 +153,7 @@ fn outage_json(row: &SqliteRow) -> Value {
 }
 
 /// `%` and `_` in user text match themselves in a LIKE pattern escaped with `\`.
-fn like_pattern(text: &str) -> String {
+pub(super) fn like_pattern(text: &str) -> String {
     let mut pattern = String::from("%");
     for c in text.chars() {
         if matches!(c, '%' | '_' | '\\') {
@@ -472,15 +479,11 @@ impl Store {
         after: i64,
         limit: i64,
     ) -> anyhow::Result<Vec<ArchivedUnit>> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(&format!(
             "SELECT d.id, d.received_at, d.unit_index, d.type_tag, d.source, p.bytes FROM deliveries d \
              JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
-             WHERE d.outcome = 'unparsed' AND d.id > ? \
-             AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
-             AND (? IS NULL OR d.source = ?) \
-             AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?) \
-             ORDER BY d.id LIMIT ?",
-        )
+             WHERE d.id > ? AND {STILL_UNPARSED} ORDER BY d.id LIMIT ?"
+        ))
         .bind(after)
         .bind(&filter.source)
         .bind(&filter.source)
@@ -496,12 +499,9 @@ impl Store {
 
     /// How many deliveries [`Store::unparsed_deliveries`] would go through.
     pub async fn count_unparsed(&self, filter: &UnparsedFilter) -> anyhow::Result<i64> {
-        Ok(sqlx::query_scalar(
-            "SELECT COUNT(*) FROM deliveries d WHERE d.outcome = 'unparsed' \
-             AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
-             AND (? IS NULL OR d.source = ?) \
-             AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?)",
-        )
+        Ok(sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM deliveries d WHERE {STILL_UNPARSED}"
+        ))
         .bind(&filter.source)
         .bind(&filter.source)
         .bind(&filter.since)

@@ -145,49 +145,33 @@ impl Writer {
                 continue;
             }
             let event_key = event_key(&item.source, &item.report.event_id);
-            let existing: Option<i64> = sqlx::query_scalar(
-                "SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?",
-            )
-            .bind(&item.source)
-            .bind(&item.identity)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let (report_id, outcome) = match existing {
-                Some(id) => {
-                    summary.duplicates += 1;
-                    (id, "duplicate")
-                }
-                None => {
-                    let id: i64 =
-                        sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) + 1 FROM reports")
-                            .fetch_one(&mut *tx)
-                            .await?;
-                    insert_report(
-                        &mut tx,
-                        id,
-                        item.delivery_id,
-                        &event_key,
-                        &item.source,
-                        &item.identity,
-                        &item.report,
-                        &item.received_at,
-                        &item.decoder_name,
-                        &item.decoder_sha256,
-                    )
-                    .await?;
-                    upsert_event(
-                        &mut tx,
-                        &event_key,
-                        &item.source,
-                        &item.report,
-                        id,
-                        &item.received_at,
-                    )
-                    .await?;
-                    summary.new_versions.push(id);
-                    (id, "new-version")
-                }
-            };
+            let (report_id, outcome) =
+                match existing_version(&mut tx, &item.source, &item.identity).await? {
+                    Some(id) => {
+                        summary.duplicates += 1;
+                        (id, "duplicate")
+                    }
+                    None => {
+                        let id = next_report_id(&mut tx).await?;
+                        store_version(
+                            &mut tx,
+                            &NewVersion {
+                                id,
+                                delivery_id: item.delivery_id,
+                                event_key: &event_key,
+                                source: &item.source,
+                                identity: &item.identity,
+                                report: &item.report,
+                                received_at: &item.received_at,
+                                decoder_name: &item.decoder_name,
+                                decoder_sha256: &item.decoder_sha256,
+                            },
+                        )
+                        .await?;
+                        summary.new_versions.push(id);
+                        (id, "new-version")
+                    }
+                };
             sqlx::query(
                 "INSERT INTO reparses (delivery_id, report_id, event_key, outcome, decoder, reparsed_at) \
                  VALUES (?, ?, ?, ?, ?, ?)",
@@ -356,13 +340,7 @@ async fn archive_unit(
         } => {
             let event_key = event_key(source, &report.event_id);
             let decoder = format!("{decoder_name}@{decoder_sha256}");
-            let existing: Option<i64> = sqlx::query_scalar(
-                "SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?",
-            )
-            .bind(source)
-            .bind(identity)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let existing = existing_version(tx, source, identity).await?;
             if let Some(report_id) = existing {
                 insert_delivery(Some(source), "duplicate")
                     .bind(report_id)
@@ -375,9 +353,7 @@ async fn archive_unit(
                 summary.duplicates += 1;
                 return Ok(());
             }
-            let report_id: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) + 1 FROM reports")
-                .fetch_one(&mut *tx)
-                .await?;
+            let report_id = next_report_id(tx).await?;
             let delivery_id = insert_delivery(Some(source), "new-version")
                 .bind(report_id)
                 .bind(&event_key)
@@ -387,26 +363,19 @@ async fn archive_unit(
                 .execute(&mut *tx)
                 .await?
                 .last_insert_rowid();
-            insert_report(
+            store_version(
                 tx,
-                report_id,
-                delivery_id,
-                &event_key,
-                source,
-                identity,
-                report,
-                &incoming.received_at,
-                decoder_name,
-                decoder_sha256,
-            )
-            .await?;
-            upsert_event(
-                tx,
-                &event_key,
-                source,
-                report,
-                report_id,
-                &incoming.received_at,
+                &NewVersion {
+                    id: report_id,
+                    delivery_id,
+                    event_key: &event_key,
+                    source,
+                    identity,
+                    report,
+                    received_at: &incoming.received_at,
+                    decoder_name,
+                    decoder_sha256,
+                },
             )
             .await?;
             summary.new_versions.push(report_id);
@@ -421,43 +390,69 @@ pub fn event_key(source: &str, event_id: &str) -> String {
     hex::encode(&digest[..16])
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn insert_report(
-    tx: &mut SqliteConnection,
-    report_id: i64,
+/// A report version about to be stored.
+struct NewVersion<'a> {
+    id: i64,
     delivery_id: i64,
-    event_key: &str,
+    event_key: &'a str,
+    source: &'a str,
+    identity: &'a str,
+    report: &'a Report,
+    received_at: &'a str,
+    decoder_name: &'a str,
+    decoder_sha256: &'a str,
+}
+
+/// The version already archived with this identity in this channel, if any.
+async fn existing_version(
+    tx: &mut SqliteConnection,
     source: &str,
     identity: &str,
-    report: &Report,
-    received_at: &str,
-    decoder_name: &str,
-    decoder_sha256: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<i64>> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?")
+            .bind(source)
+            .bind(identity)
+            .fetch_optional(&mut *tx)
+            .await?,
+    )
+}
+
+/// The next cursor id. Inside the write transaction, so ids increase in commit order.
+async fn next_report_id(tx: &mut SqliteConnection) -> anyhow::Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) + 1 FROM reports")
+            .fetch_one(&mut *tx)
+            .await?,
+    )
+}
+
+/// Inserts the version and brings its event up to date.
+async fn store_version(tx: &mut SqliteConnection, v: &NewVersion<'_>) -> anyhow::Result<()> {
     sqlx::query(
         "INSERT INTO reports (id, event_key, source, identity_sha256, delivery_id, received_at, event_id, upstream_event_id, \
          revision, issued_at, origin_at, epicenter, magnitude, report_json, decoder_name, decoder_sha256) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
-    .bind(report_id)
-    .bind(event_key)
-    .bind(source)
-    .bind(identity)
-    .bind(delivery_id)
-    .bind(received_at)
-    .bind(&report.event_id)
-    .bind(&report.upstream_event_id)
-    .bind(report.revision)
-    .bind(&report.issued_at)
-    .bind(&report.origin_at)
-    .bind(&report.epicenter)
-    .bind(report.magnitude)
-    .bind(serde_json::to_string(report)?)
-    .bind(decoder_name)
-    .bind(decoder_sha256)
+    .bind(v.id)
+    .bind(v.event_key)
+    .bind(v.source)
+    .bind(v.identity)
+    .bind(v.delivery_id)
+    .bind(v.received_at)
+    .bind(&v.report.event_id)
+    .bind(&v.report.upstream_event_id)
+    .bind(v.report.revision)
+    .bind(&v.report.issued_at)
+    .bind(&v.report.origin_at)
+    .bind(&v.report.epicenter)
+    .bind(v.report.magnitude)
+    .bind(serde_json::to_string(v.report)?)
+    .bind(v.decoder_name)
+    .bind(v.decoder_sha256)
     .execute(&mut *tx)
     .await?;
-    Ok(())
+    upsert_event(tx, v.event_key, v.source, v.report, v.id, v.received_at).await
 }
 
 /// Brings the event's summary row up to date with a newly archived version.
