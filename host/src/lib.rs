@@ -9,6 +9,7 @@ pub mod components;
 pub mod config;
 pub mod decoders;
 pub mod frame;
+pub mod hyp;
 pub mod ingest;
 pub mod store;
 pub mod time;

@@ -1,0 +1,142 @@
+//! Synthetic earthquakes with known truth: a station network, arrival times from the travel-time model, peaks
+//! from the Si & Midorikawa attenuation, and a 1 Hz realtime-intensity envelope per station with seeded noise,
+//! quantised to 0.1 like the monitor's colour scale. Faults on demand: dropouts, a stuck station, a lone spike.
+
+use super::geo::{destination, distance_km};
+use super::magnitude::{intensity_of_pgv, pgv_cm_s};
+use super::rng::Rng;
+use super::traveltime::{hypocentral_km, p_seconds, s_seconds};
+use super::trigger::StationPosition;
+
+/// A synthetic earthquake. `origin` is in seconds on the scenario clock (frame n is at n seconds).
+#[derive(Debug, Clone, Copy)]
+pub struct Quake {
+    pub latitude: f64,
+    pub longitude: f64,
+    pub depth_km: f64,
+    pub mw: f64,
+    pub origin: f64,
+}
+
+/// Background realtime intensity and its noise.
+const BACKGROUND: f64 = -2.0;
+const NOISE_SD: f64 = 0.15;
+
+/// Stations on a square grid `spacing_km` apart within `radius_km` of a centre, kept where `keep` says (e.g.
+/// only on land, for an offshore event).
+pub fn grid_network(
+    latitude: f64,
+    longitude: f64,
+    radius_km: f64,
+    spacing_km: f64,
+    keep: impl Fn(f64, f64) -> bool,
+) -> Vec<StationPosition> {
+    let n = (radius_km / spacing_km).floor() as i64;
+    let mut stations = Vec::new();
+    for i in -n..=n {
+        for j in -n..=n {
+            let (dx, dy) = (i as f64 * spacing_km, j as f64 * spacing_km);
+            let distance = dx.hypot(dy);
+            if distance > radius_km {
+                continue;
+            }
+            let azimuth = dx.atan2(dy).to_degrees();
+            let (lat, lon) = destination(latitude, longitude, azimuth, distance);
+            if keep(lat, lon) {
+                stations.push(StationPosition {
+                    latitude: lat,
+                    longitude: lon,
+                });
+            }
+        }
+    }
+    stations
+}
+
+/// The peak realtime intensity a quake produces at a station.
+pub fn peak_intensity(quake: &Quake, station: &StationPosition) -> f64 {
+    let epicentral = distance_km(
+        quake.latitude,
+        quake.longitude,
+        station.latitude,
+        station.longitude,
+    );
+    let r = hypocentral_km(epicentral, quake.depth_km);
+    intensity_of_pgv(pgv_cm_s(quake.mw, quake.depth_km, r)).min(7.0)
+}
+
+/// The intensity one quake alone would show at a station at time `t` (before noise).
+fn envelope(quake: &Quake, station: &StationPosition, t: f64) -> f64 {
+    let epicentral = distance_km(
+        quake.latitude,
+        quake.longitude,
+        station.latitude,
+        station.longitude,
+    );
+    let tp = quake.origin + p_seconds(epicentral, quake.depth_km);
+    let ts = quake.origin + s_seconds(epicentral, quake.depth_km);
+    let peak = peak_intensity(quake, station);
+    if t < tp {
+        BACKGROUND
+    } else if t < ts {
+        (peak - 1.5).max(BACKGROUND)
+    } else if t < ts + 3.0 {
+        let share = (t - ts) / 3.0;
+        (peak - 1.5 + 1.5 * share).max(BACKGROUND)
+    } else {
+        (peak - 0.2 * (t - ts - 3.0)).max(BACKGROUND)
+    }
+}
+
+/// Faults to add to a scenario.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Station that reads this level throughout.
+    pub stuck: Option<(usize, f64)>,
+    /// Station that jumps to this level for one frame.
+    pub spike: Option<(usize, u64, f64)>,
+    /// Share of readings missing (no data).
+    pub dropout: f64,
+}
+
+/// Frames 0..`frames` (one per second) of every station's realtime intensity, quantised to 0.1; quakes add
+/// up as the strongest at each moment. Deterministic for a seed.
+pub fn frames(
+    quakes: &[Quake],
+    stations: &[StationPosition],
+    frames: u64,
+    faults: &Faults,
+    seed: u64,
+) -> Vec<Vec<Option<f64>>> {
+    let mut rng = Rng::new(seed);
+    (0..frames)
+        .map(|n| {
+            let t = n as f64;
+            stations
+                .iter()
+                .enumerate()
+                .map(|(i, station)| {
+                    let noise = rng.normal(0.0, NOISE_SD);
+                    let missing = rng.uniform() < faults.dropout;
+                    let mut value = quakes
+                        .iter()
+                        .map(|q| envelope(q, station, t))
+                        .fold(BACKGROUND, f64::max)
+                        + noise;
+                    if let Some((s, level)) = faults.stuck
+                        && s == i
+                    {
+                        value = level;
+                    }
+                    if let Some((s, frame, level)) = faults.spike
+                        && s == i
+                        && frame == n
+                    {
+                        value = level;
+                    }
+                    (!missing).then(|| ((value.clamp(-3.0, 7.0)) * 10.0).round() / 10.0)
+                })
+                .collect()
+        })
+        .collect()
+}

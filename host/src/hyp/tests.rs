@@ -1,0 +1,169 @@
+//! The stages together on synthetic earthquakes with known truth (targets from `../shared/hyp.md`):
+//! epicentre within 20 km inland and 50 km offshore, depth within 20 km once 5 stations, |ΔM| ≤ 0.5; a stuck
+//! station and a lone spike trigger nothing; the same seed gives the same frames.
+
+use super::geo::distance_km;
+use super::locate::{Hypocentre, Pick, Quiet, locate};
+use super::magnitude::{Estimate, PeakAtStation, estimate};
+use super::synthetic::{Faults, Quake, frames, grid_network};
+use super::traveltime::{hypocentral_km, s_seconds};
+use super::trigger::{StationPosition, Trigger};
+
+/// Runs trigger → location → magnitude over `count` frames; returns the picks' stations, the hypocentre and
+/// the magnitude as of the last frame.
+fn detect(
+    quakes: &[Quake],
+    stations: &[StationPosition],
+    count: u64,
+    faults: &Faults,
+) -> (Vec<usize>, Option<Hypocentre>, Option<Estimate>, Trigger) {
+    let frames = frames(quakes, stations, count, faults, 42);
+    let mut trigger = Trigger::new(stations);
+    let mut picks: Vec<(usize, Pick)> = Vec::new();
+    let mut peaks = vec![f64::NEG_INFINITY; stations.len()];
+    for frame in &frames {
+        for fired in trigger.step(frame) {
+            let s = stations[fired.station];
+            picks.push((
+                fired.station,
+                Pick {
+                    latitude: s.latitude,
+                    longitude: s.longitude,
+                    // A 1-second frame: the arrival lies within the second before it.
+                    at: fired.onset_frame as f64 - 0.5,
+                },
+            ));
+        }
+        for (peak, value) in peaks.iter_mut().zip(frame) {
+            if let Some(v) = value {
+                *peak = peak.max(*v);
+            }
+        }
+    }
+    let now = (count - 1) as f64;
+    let quiet: Vec<Quiet> = stations
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !trigger.is_triggered(*i) && !trigger.is_faulty(*i))
+        .map(|(_, s)| Quiet {
+            latitude: s.latitude,
+            longitude: s.longitude,
+        })
+        .collect();
+    let only_picks: Vec<Pick> = picks.iter().map(|(_, p)| *p).collect();
+    let hypocentre = locate(&only_picks, &quiet, now);
+    let magnitude = hypocentre.as_ref().and_then(|h| {
+        let at_stations: Vec<PeakAtStation> = picks
+            .iter()
+            .map(|(i, p)| {
+                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                PeakAtStation {
+                    peak_intensity: peaks[*i],
+                    hypocentral_km: hypocentral_km(d, h.depth_km),
+                    // Peaks before the S wave are biased low: only stations it has reached.
+                    s_arrived: now - h.origin > s_seconds(d, h.depth_km) + 3.0,
+                }
+            })
+            .collect();
+        estimate(&at_stations, h.depth_km)
+    });
+    (
+        picks.iter().map(|(i, _)| *i).collect(),
+        hypocentre,
+        magnitude,
+        trigger,
+    )
+}
+
+#[test]
+fn an_inland_shallow_earthquake_is_located_and_sized() {
+    // Modelled on the 2016 Kumamoto foreshock: 32.742N 130.808E, 11 km, Mj 6.5 (Mw ≈ 6.3).
+    let quake = Quake {
+        latitude: 32.742,
+        longitude: 130.808,
+        depth_km: 11.0,
+        mw: 6.3,
+        origin: 5.0,
+    };
+    let stations = grid_network(32.9, 130.7, 150.0, 20.0, |_, _| true);
+    let (picked, hypocentre, magnitude, _) = detect(&[quake], &stations, 40, &Faults::default());
+    let h = hypocentre.expect("a hypocentre");
+    assert!(picked.len() >= 20, "{} picks", picked.len());
+    let error = distance_km(h.latitude, h.longitude, quake.latitude, quake.longitude);
+    assert!(error <= 20.0, "epicentre off by {error:.1} km: {h:?}");
+    assert!(
+        (h.depth_km - quake.depth_km).abs() <= 20.0,
+        "depth {}",
+        h.depth_km
+    );
+    assert!(
+        (h.origin - quake.origin).abs() <= 2.0,
+        "origin {}",
+        h.origin
+    );
+    let m = magnitude.expect("a magnitude");
+    assert!(
+        (m.mw - quake.mw).abs() <= 0.5,
+        "Mw {} vs {}",
+        m.mw,
+        quake.mw
+    );
+}
+
+#[test]
+fn an_offshore_earthquake_seen_from_one_side_stays_within_50_km() {
+    // Modelled on 2022 Fukushima-oki: ≈37.7N 141.6E, 57 km, Mj 7.4; stations only on land (west of 141.0E).
+    let quake = Quake {
+        latitude: 37.7,
+        longitude: 141.6,
+        depth_km: 57.0,
+        mw: 7.2,
+        origin: 5.0,
+    };
+    let stations = grid_network(37.7, 140.4, 180.0, 20.0, |_, lon| lon < 141.0);
+    let (_, hypocentre, magnitude, _) = detect(&[quake], &stations, 60, &Faults::default());
+    let h = hypocentre.expect("a hypocentre");
+    let error = distance_km(h.latitude, h.longitude, quake.latitude, quake.longitude);
+    assert!(error <= 50.0, "epicentre off by {error:.1} km: {h:?}");
+    let m = magnitude.expect("a magnitude");
+    assert!(
+        (m.mw - quake.mw).abs() <= 0.5,
+        "Mw {} vs {}",
+        m.mw,
+        quake.mw
+    );
+}
+
+#[test]
+fn a_stuck_station_and_a_lone_spike_trigger_nothing() {
+    let stations = grid_network(35.0, 135.0, 100.0, 20.0, |_, _| true);
+    let faults = Faults {
+        stuck: Some((3, 4.0)),
+        spike: Some((10, 15, 5.0)),
+        dropout: 0.05,
+    };
+    let (picked, hypocentre, _, trigger) = detect(&[], &stations, 40, &faults);
+    assert!(picked.is_empty(), "false triggers: {picked:?}");
+    assert!(hypocentre.is_none());
+    assert!(trigger.is_faulty(3), "the stuck station is recognised");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_frames() {
+    let stations = grid_network(35.0, 135.0, 60.0, 20.0, |_, _| true);
+    let quake = Quake {
+        latitude: 35.0,
+        longitude: 135.0,
+        depth_km: 10.0,
+        mw: 5.5,
+        origin: 3.0,
+    };
+    let faults = Faults {
+        dropout: 0.1,
+        ..Faults::default()
+    };
+    let a = frames(&[quake], &stations, 20, &faults, 9);
+    let b = frames(&[quake], &stations, 20, &faults, 9);
+    assert_eq!(a, b);
+    assert_ne!(a, frames(&[quake], &stations, 20, &faults, 10));
+}
