@@ -33,6 +33,8 @@ pub enum Command {
     Reparse(commands::reparse::ReparseArgs),
     /// The self-sensing archive: import detector solutions, hide or unhide an event.
     Hyp(commands::hyp::HypArgs),
+    /// Run a synthetic earthquake end to end through the detector into the archive, printing each report.
+    Simulate(commands::simulate::SimulateArgs),
     /// Take a consistent backup of the archive now (safe while `osds serve` runs) and rotate old backups.
     Backup(commands::backup::BackupArgs),
 }
@@ -51,6 +53,7 @@ pub fn main() -> ExitCode {
         Command::Components(args) => commands::components::run(args),
         Command::Reparse(args) => commands::reparse::run(args),
         Command::Hyp(args) => commands::hyp::run(args),
+        Command::Simulate(args) => commands::simulate::run(args),
         Command::Backup(args) => commands::backup::run(args),
     };
     match result {

@@ -6,3 +6,4 @@ pub mod decode;
 pub mod hyp;
 pub mod reparse;
 pub mod serve;
+pub mod simulate;

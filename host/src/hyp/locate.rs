@@ -33,6 +33,8 @@ pub struct Hypocentre {
     pub score: f64,
     /// Per pick: observed minus predicted arrival, seconds.
     pub residuals: Vec<f64>,
+    /// Per pick: whether it was used (a pick far off every good solution, e.g. an S onset read as P, is not).
+    pub used: Vec<bool>,
     pub rms_seconds: f64,
     pub depth_fixed: bool,
 }
@@ -126,17 +128,74 @@ fn steps(center: f64, half_width: f64, step: f64) -> impl Iterator<Item = f64> +
     (-n..=n).map(move |i| center + i as f64 * step)
 }
 
+/// A pick this far off the first solution is set aside and the location repeated without it.
+const OUTLIER_S: f64 = 3.0;
+/// Picks needed before any is set aside.
+const MIN_PICKS_FOR_OUTLIERS: usize = 6;
+
 /// The hypocentre that best explains the picks (and the silence of `quiet` stations at time `now`), or `None`
-/// without picks.
+/// without picks. Picks that sit more than 3 s off the first solution are set aside and the search repeated.
 pub fn locate(picks: &[Pick], quiet: &[Quiet], now: f64) -> Option<Hypocentre> {
+    locate_near(picks, quiet, now, None)
+}
+
+/// Like [`locate`], with the coarse search centred on `center` (a previous solution) instead of the first
+/// station, so an event whose first stations have gone quiet is still searched where it is.
+pub fn locate_near(
+    picks: &[Pick],
+    quiet: &[Quiet],
+    now: f64,
+    center: Option<(f64, f64)>,
+) -> Option<Hypocentre> {
+    let first = locate_once(picks, quiet, now, center)?;
+    let keep: Vec<bool> = first
+        .residuals
+        .iter()
+        .map(|r| r.abs() <= OUTLIER_S)
+        .collect();
+    let kept: Vec<Pick> = picks
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(p, _)| *p)
+        .collect();
+    // Only a few stray picks are set aside: when many disagree, the first solution itself is in doubt.
+    if picks.len() < MIN_PICKS_FOR_OUTLIERS
+        || kept.len() == picks.len()
+        || kept.len() * 5 < picks.len() * 4
+    {
+        return Some(first);
+    }
+    let second = locate_once(&kept, quiet, now, center)?;
+    let residuals: Vec<f64> = picks
+        .iter()
+        .map(|p| {
+            let d = distance_km(second.latitude, second.longitude, p.latitude, p.longitude);
+            p.at - (second.origin + p_seconds(d, second.depth_km))
+        })
+        .collect();
+    Some(Hypocentre {
+        residuals,
+        used: keep,
+        ..second
+    })
+}
+
+fn locate_once(
+    picks: &[Pick],
+    quiet: &[Quiet],
+    now: f64,
+    center: Option<(f64, f64)>,
+) -> Option<Hypocentre> {
     let first = picks.iter().min_by(|a, b| a.at.total_cmp(&b.at))?;
+    let (center_lat, center_lon) = center.unwrap_or((first.latitude, first.longitude));
     let (coarse_depths, cap, depth_fixed) = depth_rule(picks.len());
     let (_, lat, lon, depth, _) = search(
         picks,
         quiet,
         now,
-        steps(first.latitude, 2.0, 0.4),
-        steps(first.longitude, 2.0, 0.4),
+        steps(center_lat, 2.0, 0.4),
+        steps(center_lon, 2.0, 0.4),
         &coarse_depths,
     );
     let fine_depths: Vec<f64> = if depth_fixed {
@@ -164,6 +223,7 @@ pub fn locate(picks: &[Pick], quiet: &[Quiet], now: f64) -> Option<Hypocentre> {
         depth_km: depth,
         origin,
         score,
+        used: vec![true; residuals.len()],
         residuals,
         rms_seconds,
         depth_fixed,

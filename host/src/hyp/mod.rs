@@ -6,6 +6,7 @@
 //! recorder come next; until then `/hyp/status` honestly reports that no detector runs.
 
 pub mod colour;
+pub mod detector;
 pub mod geo;
 pub mod locate;
 pub mod magnitude;

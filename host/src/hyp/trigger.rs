@@ -15,6 +15,7 @@ const MAX_NEIGHBOURS: usize = 15;
 const NEIGHBOUR_RADIUS_KM: f64 = 60.0;
 const STUCK_LEVEL: f64 = 3.0;
 const STUCK_MARGIN: f64 = 3.0;
+const REFRACTORY_FRAMES: u64 = 60;
 
 /// Where a station is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,6 +37,8 @@ pub struct Trigger {
     onset: Vec<Option<u64>>,
     triggered: Vec<bool>,
     faulty: Vec<bool>,
+    /// A station released by an event may not trigger again before this frame (its coda is not a new quake).
+    refractory_until: Vec<u64>,
     frame: u64,
 }
 
@@ -70,6 +73,7 @@ impl Trigger {
             onset: vec![None; stations.len()],
             triggered: vec![false; stations.len()],
             faulty: vec![false; stations.len()],
+            refractory_until: vec![0; stations.len()],
             frame: 0,
         }
     }
@@ -87,14 +91,20 @@ impl Trigger {
         self.faulty[station]
     }
 
+    /// Rising, though not (yet) confirmed: its silence is no evidence against an arrival.
+    pub fn is_rising(&self, station: usize) -> bool {
+        self.rise(station) >= NEIGHBOUR_RISE
+    }
+
     pub fn is_triggered(&self, station: usize) -> bool {
         self.triggered[station]
     }
 
-    /// Lets a station trigger again (its association expired).
+    /// Lets a station trigger again (its association expired), after a refractory minute.
     pub fn reset(&mut self, station: usize) {
         self.triggered[station] = false;
         self.onset[station] = None;
+        self.refractory_until[station] = self.frame + REFRACTORY_FRAMES;
     }
 
     /// Takes one frame (a value or no data per station) and returns the stations that trigger on it.
@@ -132,7 +142,7 @@ impl Trigger {
                 continue;
             }
             let onset = *self.onset[i].get_or_insert(frame);
-            if self.triggered[i] || self.faulty[i] {
+            if self.triggered[i] || self.faulty[i] || frame < self.refractory_until[i] {
                 continue;
             }
             let confirmed = if neighbours.is_empty() {

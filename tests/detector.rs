@@ -1,0 +1,189 @@
+//! The detector end to end: `osds simulate` runs synthetic earthquakes with known truth through the detector,
+//! the shaper component and the archive; the public hyp API of a real server then shows located, sized and
+//! graded events — and no event where there was no earthquake.
+
+mod support;
+
+use serde_json::Value;
+use support::{Server, get_json, osds, tempdir};
+
+fn distance_km(lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
+    let (p1, p2) = (lat1.to_radians(), lat2.to_radians());
+    let a = ((p2 - p1) / 2.0).sin().powi(2)
+        + p1.cos() * p2.cos() * ((lon2 - lon1).to_radians() / 2.0).sin().powi(2);
+    2.0 * 6371.0 * a.sqrt().asin()
+}
+
+/// Runs the scenario into a fresh database and serves it; returns the server.
+fn simulate(scenario: &str) -> Server {
+    let dir = tempdir(&format!("simulate-{scenario}"));
+    let database = format!("sqlite://{}", dir.join("osds.db").display());
+    let output = osds()
+        .args(["simulate", scenario, "--database-url", &database])
+        .output()
+        .expect("run osds simulate");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Server::start_in(dir, "ws://127.0.0.1:9", &["--no-ingest"])
+}
+
+/// Every public event with all its reports.
+async fn events(server: &Server) -> Vec<Value> {
+    let page = get_json(&server.url("/hyp/events?limit=100")).await;
+    let mut all = Vec::new();
+    for item in page["items"].as_array().unwrap() {
+        let id = item["id"].as_str().unwrap().replace(':', "%3A");
+        all.push(get_json(&server.url(&format!("/hyp/events/{id}?view=summary"))).await);
+    }
+    all
+}
+
+fn position(report: &Value) -> (f64, f64, f64) {
+    let h = &report["event"]["hypEstimate"];
+    (
+        h["latitude"].as_f64().unwrap(),
+        h["longitude"].as_f64().unwrap(),
+        h["depthKm"].as_f64().unwrap(),
+    )
+}
+
+fn first_tracking(event: &Value) -> Value {
+    event["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["event"]["status"] == "tracking")
+        .cloned()
+        .expect("the event reached tracking")
+}
+
+fn grade_rank(report: &Value) -> usize {
+    ["S", "A", "B", "C", "D"]
+        .iter()
+        .position(|g| report["quality"]["grade"] == *g)
+        .unwrap()
+}
+
+/// Truth: 32.742N 130.808E, 11 km, Mw 6.3 (Kumamoto 2016 foreshock).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_inland_earthquake_is_located_sized_graded_and_finalized() {
+    let server = simulate("kumamoto");
+    let events = events(&server).await;
+    assert_eq!(events.len(), 1, "one event, no false ones");
+    let event = &events[0];
+    assert_eq!(event["status"], "finalized");
+    let reports = event["reports"].as_array().unwrap();
+    let statuses: Vec<&str> = reports
+        .iter()
+        .map(|r| r["event"]["status"].as_str().unwrap())
+        .collect();
+    let first_tracking = statuses.iter().position(|s| *s == "tracking").unwrap();
+    assert!(
+        statuses[..first_tracking]
+            .iter()
+            .all(|s| *s == "preliminary")
+    );
+    assert_eq!(
+        *statuses.last().unwrap(),
+        "finalized",
+        "one final report, at the end"
+    );
+    for report in reports {
+        let (lat, lon, depth) = position(report);
+        let stations = report["quality"]["stationCount"].as_u64().unwrap();
+        if stations >= 5 {
+            assert!(distance_km(lat, lon, 32.742, 130.808) <= 20.0, "{report}");
+            assert!((depth - 11.0).abs() <= 20.0, "{report}");
+        }
+    }
+    let last = reports.last().unwrap();
+    let magnitude = last["event"]["magnitude"].as_f64().unwrap();
+    assert!((magnitude - 6.3).abs() <= 0.5, "M {magnitude}");
+    // Grades never get worse as stations accrue.
+    for pair in reports.windows(2) {
+        if pair[1]["quality"]["stationCount"].as_u64()
+            >= pair[0]["quality"]["stationCount"].as_u64()
+        {
+            assert!(
+                grade_rank(&pair[1]) <= grade_rank(&pair[0]),
+                "{} then {}",
+                pair[0]["quality"],
+                pair[1]["quality"]
+            );
+        }
+    }
+    let status = get_json(&server.url("/hyp/status")).await;
+    assert!(status["detector"].is_object());
+    assert!(
+        status["algorithm"]
+            .as_str()
+            .unwrap()
+            .starts_with("osds-hyp/1:")
+    );
+    assert_eq!(status["algorithm"], last["algorithm"]);
+}
+
+/// Truth: ≈37.7N 141.6E, 57 km, Mw 7.2, seen only from land.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_offshore_earthquake_seen_from_one_side_is_tracked_within_50_km() {
+    let server = simulate("fukushima-oki");
+    let events = events(&server).await;
+    assert_eq!(events.len(), 1);
+    let tracking = first_tracking(&events[0]);
+    let (lat, lon, depth) = position(&tracking);
+    assert!(distance_km(lat, lon, 37.7, 141.6) <= 50.0, "{tracking}");
+    assert!((depth - 57.0).abs() <= 20.0, "{tracking}");
+    let magnitude = tracking["event"]["magnitude"].as_f64().unwrap();
+    assert!((magnitude - 7.2).abs() <= 0.5, "M {magnitude}");
+    assert_ne!(
+        tracking["quality"]["grade"], "S",
+        "one-sided: a lower grade"
+    );
+}
+
+/// Truth: two Mw 6.0 quakes at 35.0N 135.0E and 35.0N 138.3E (300 km apart), at the same time.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_earthquakes_300_km_apart_are_kept_apart() {
+    let server = simulate("two-events");
+    let events = events(&server).await;
+    let truths = [(35.0, 135.0), (35.0, 138.3)];
+    for (lat0, lon0) in truths {
+        let found = events.iter().any(|e| {
+            e["reports"].as_array().unwrap().iter().any(|r| {
+                let (lat, lon, _) = position(r);
+                r["event"]["status"] == "tracking" && distance_km(lat, lon, lat0, lon0) <= 20.0
+            })
+        });
+        assert!(found, "no tracked event near {lat0}N {lon0}E");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_earthquake_no_event_despite_a_stuck_station_and_a_spike() {
+    let server = simulate("quiet");
+    let page = get_json(&server.url("/hyp/events")).await;
+    assert_eq!(page["total"], 0);
+    let status = get_json(&server.url("/hyp/status")).await;
+    assert_eq!(status["archive"]["reports"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frame_gap_interrupts_the_event_without_inventing_a_final_report() {
+    let server = simulate("gap");
+    let events = events(&server).await;
+    let interrupted = events
+        .iter()
+        .find(|e| e["status"] == "interrupted")
+        .expect("an interrupted event");
+    let statuses: Vec<&str> = interrupted["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["event"]["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(*statuses.last().unwrap(), "interrupted");
+    assert!(!statuses.contains(&"finalized"), "{statuses:?}");
+}
