@@ -23,7 +23,7 @@ async fn push_and_wait(relay: &FakeRelay, server: &Server, numbers: std::ops::Ra
     for n in numbers {
         relay.push_to("/cq_eew", cq_frame(n).as_bytes()).await;
     }
-    eventually(20, "reports archived", || async {
+    eventually(120, "reports archived", || async {
         (get_json(&server.url("/reports?after=0&limit=1")).await["highWater"]
             .as_i64()
             .unwrap()
@@ -343,4 +343,87 @@ async fn polling_sse_and_websocket_consumers_see_the_same_ids_while_reports_arri
             "{consumer:?}: every id after the cursor, once, in order"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_that_stops_reading_is_disconnected_and_resumes_from_its_cursor() {
+    let (relay, server) = start_connected(
+        RelayConfig::default(),
+        &[
+            "--live-replay-rate",
+            "1000000",
+            "--live-slow-consumer-secs",
+            "1",
+        ],
+    )
+    .await;
+    // More than the kernel's socket buffers and the WebSocket's write buffer hold between them.
+    const TOTAL: i64 = 12_000;
+    push_and_wait(&relay, &server, 1..=TOTAL as u32).await;
+
+    // A WebSocket client with a tiny receive window that reads nothing for a while.
+    let address = server
+        .base
+        .trim_start_matches("http://")
+        .trim_end_matches("/api/v1")
+        .parse()
+        .unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(2048).unwrap();
+    let stream = socket.connect(address).await.unwrap();
+    let (mut slow, _) = tokio_tungstenite::client_async(ws_url(&server, "?after=0"), stream)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    // It gets what was already on its way, in order, and then the server has closed the connection.
+    let mut ids: Vec<i64> = Vec::new();
+    let mut last_report = tokio::time::Instant::now();
+    loop {
+        assert!(
+            last_report.elapsed() < Duration::from_secs(20),
+            "the slow consumer was never disconnected ({} reports read)",
+            ids.len()
+        );
+        match tokio::time::timeout(Duration::from_secs(20), slow.next()).await {
+            Ok(Some(Ok(Message::Text(text)))) => {
+                let message: Value = serde_json::from_str(&text).unwrap();
+                if message["type"] == "report" {
+                    ids.push(message["id"].as_i64().unwrap());
+                    last_report = tokio::time::Instant::now();
+                }
+            }
+            Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => break,
+            Ok(Some(Ok(_))) => continue,
+            Err(_) => panic!(
+                "the slow consumer was never disconnected ({} reports read)",
+                ids.len()
+            ),
+        }
+    }
+    assert!(!ids.is_empty());
+    assert!(
+        (ids.len() as i64) < TOTAL,
+        "disconnected before the backlog was delivered"
+    );
+    assert_eq!(
+        ids,
+        (1..=ids.len() as i64).collect::<Vec<_>>(),
+        "in order, nothing skipped"
+    );
+
+    // It resumes from its cursor.
+    let last = *ids.last().unwrap();
+    let (mut resumed, _) =
+        tokio_tungstenite::connect_async(ws_url(&server, &format!("?after={last}")))
+            .await
+            .unwrap();
+    assert_eq!(ws_next(&mut resumed).await.unwrap()["cursor"], last);
+    let next = loop {
+        let message = ws_next(&mut resumed).await.unwrap();
+        if message["type"] == "report" {
+            break message;
+        }
+    };
+    assert_eq!(next["id"], last + 1);
 }
