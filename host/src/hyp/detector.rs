@@ -6,9 +6,9 @@
 //! event cut off by a gap ends `interrupted`, never with a made-up final report.
 
 use super::geo::{azimuth_degrees, distance_km};
-use super::locate::{Hypocentre, Pick, Quiet, locate_near};
+use super::locate::{Hypocentre, Pick, Quiet, locate_near, residuals};
 use super::magnitude::{PeakAtStation, estimate};
-use super::traveltime::{hypocentral_km, p_seconds, s_seconds};
+use super::traveltime::{hypocentral_km, s_seconds};
 use super::trigger::{StationPosition, Trigger};
 use hyp_core::{Hypocentre as SolutionHypocentre, MagnitudeEstimate, Solution, StationPick};
 use std::collections::BTreeMap;
@@ -18,6 +18,14 @@ const CLUSTER_KM: f64 = 60.0;
 
 /// Once tracking, a new pick more than this far off the current solution is not used.
 const CONSISTENT_S: f64 = 3.0;
+
+/// Which picks agree (within `CONSISTENT_S`) with a solution.
+fn agreeing(picks: &[Pick], h: &Hypocentre) -> Vec<bool> {
+    residuals(picks, h.latitude, h.longitude, h.depth_km, h.origin)
+        .iter()
+        .map(|r| r.abs() <= CONSISTENT_S)
+        .collect()
+}
 
 /// A solution to report, with the event-level peaks of its stations (station, peak intensity, observed at).
 #[derive(Debug, Clone)]
@@ -355,15 +363,9 @@ impl Detector {
         {
             // Most of the evidence that located it has expired: the event is over. (Letting the distant
             // stations that remain relocate it would drag it towards them.)
-            let consistent = event
-                .members
+            let consistent = agreeing(&self.picks(index), last)
                 .iter()
-                .filter(|m| {
-                    let p = &self.positions[m.station];
-                    let d = distance_km(last.latitude, last.longitude, p.latitude, p.longitude);
-                    (m.pick_ms as f64 / 1000.0 - (last.origin + p_seconds(d, last.depth_km))).abs()
-                        <= CONSISTENT_S
-                })
+                .filter(|a| **a)
                 .count();
             if consistent * 2 < event.best_used {
                 return self.close(index, now_ms, Some("finalized"));
@@ -454,13 +456,7 @@ impl Detector {
         // that agree with it.
         let held = matches!(event.status, "tracking" | "finalized" | "interrupted");
         let consistent: Vec<bool> = match &event.last {
-            Some(last) if held => picks
-                .iter()
-                .map(|p| {
-                    let d = distance_km(last.latitude, last.longitude, p.latitude, p.longitude);
-                    (p.at - (last.origin + p_seconds(d, last.depth_km))).abs() <= CONSISTENT_S
-                })
-                .collect(),
+            Some(last) if held => agreeing(&picks, last),
             _ => vec![true; picks.len()],
         };
         let subset: Vec<Pick> = picks
@@ -491,13 +487,7 @@ impl Detector {
             .iter()
             .map(|c| *c && *used_in_subset.next().unwrap_or(&false))
             .collect();
-        let residuals = picks
-            .iter()
-            .map(|p| {
-                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
-                p.at - (h.origin + p_seconds(d, h.depth_km))
-            })
-            .collect();
+        let residuals = residuals(&picks, h.latitude, h.longitude, h.depth_km, h.origin);
         Some(Hypocentre {
             residuals,
             used,

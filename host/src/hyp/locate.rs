@@ -128,6 +128,26 @@ fn steps(center: f64, half_width: f64, step: f64) -> impl Iterator<Item = f64> +
     (-n..=n).map(move |i| center + i as f64 * step)
 }
 
+/// Observed minus predicted P arrival of each pick, for a hypocentre and origin time.
+pub fn residuals(
+    picks: &[Pick],
+    latitude: f64,
+    longitude: f64,
+    depth_km: f64,
+    origin: f64,
+) -> Vec<f64> {
+    picks
+        .iter()
+        .map(|p| {
+            p.at - (origin
+                + p_seconds(
+                    distance_km(latitude, longitude, p.latitude, p.longitude),
+                    depth_km,
+                ))
+        })
+        .collect()
+}
+
 /// A pick this far off the first solution is set aside and the location repeated without it.
 const OUTLIER_S: f64 = 3.0;
 /// Picks needed before any is set aside.
@@ -167,13 +187,13 @@ pub fn locate_near(
         return Some(first);
     }
     let second = locate_once(&kept, quiet, now, center)?;
-    let residuals: Vec<f64> = picks
-        .iter()
-        .map(|p| {
-            let d = distance_km(second.latitude, second.longitude, p.latitude, p.longitude);
-            p.at - (second.origin + p_seconds(d, second.depth_km))
-        })
-        .collect();
+    let residuals = residuals(
+        picks,
+        second.latitude,
+        second.longitude,
+        second.depth_km,
+        second.origin,
+    );
     Some(Hypocentre {
         residuals,
         used: keep,
@@ -211,10 +231,7 @@ fn locate_once(
         steps(lon, 0.4, 0.1),
         &fine_depths,
     );
-    let residuals: Vec<f64> = picks
-        .iter()
-        .map(|p| p.at - (origin + p_seconds(distance_km(lat, lon, p.latitude, p.longitude), depth)))
-        .collect();
+    let residuals = residuals(picks, lat, lon, depth, origin);
     let rms_seconds =
         (residuals.iter().map(|r| r * r).sum::<f64>() / residuals.len() as f64).sqrt();
     Some(Hypocentre {
