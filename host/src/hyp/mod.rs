@@ -11,6 +11,7 @@ pub mod geo;
 pub mod locate;
 pub mod magnitude;
 pub mod rng;
+pub mod stations;
 pub mod synthetic;
 pub mod traveltime;
 pub mod trigger;

@@ -1,0 +1,159 @@
+//! The operator's station table (`--stations FILE`): a CSV with the columns `network, code, name, region,
+//! suspended, lat, lon, img_x, img_y` in any order (the layout of NIED's station list as matched to the
+//! monitor images); a station without a pixel is not on the images. The project ships no table.
+
+use super::detector::Station;
+use anyhow::Context;
+use std::path::Path;
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableStation {
+    pub network: String,
+    pub code: String,
+    pub name: String,
+    pub region: String,
+    pub suspended: bool,
+    pub latitude: f64,
+    pub longitude: f64,
+    /// Pixel on the monitor images, when the station has one.
+    pub pixel: Option<(u32, u32)>,
+}
+
+impl TableStation {
+    /// A station the detector can use: in service and on the images.
+    pub fn usable(&self) -> bool {
+        !self.suspended && self.pixel.is_some()
+    }
+
+    pub fn to_station(&self) -> Station {
+        Station {
+            code: self.code.clone(),
+            name: Some(self.name.clone()).filter(|n| !n.is_empty()),
+            latitude: self.latitude,
+            longitude: self.longitude,
+        }
+    }
+}
+
+const COLUMNS: [&str; 9] = [
+    "network",
+    "code",
+    "name",
+    "region",
+    "suspended",
+    "lat",
+    "lon",
+    "img_x",
+    "img_y",
+];
+
+/// Parses the table; a malformed row is an error naming its line.
+pub fn parse(text: &str) -> anyhow::Result<Vec<TableStation>> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (_, header) = lines.next().context("the station table is empty")?;
+    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    let index = |column: &str| {
+        names
+            .iter()
+            .position(|n| *n == column)
+            .with_context(|| format!("the station table has no `{column}` column"))
+    };
+    let at: Vec<usize> = COLUMNS
+        .iter()
+        .map(|c| index(c))
+        .collect::<anyhow::Result<_>>()?;
+    lines
+        .map(|(number, line)| {
+            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+            let field = |i: usize| fields.get(at[i]).copied().unwrap_or("");
+            let row = || -> anyhow::Result<TableStation> {
+                let number = |i: usize| -> anyhow::Result<f64> {
+                    field(i)
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|v| v.is_finite())
+                        .with_context(|| {
+                            format!("`{}` is not a number: {:?}", COLUMNS[i], field(i))
+                        })
+                };
+                let pixel = match (field(7), field(8)) {
+                    ("", "") => None,
+                    (x, y) => Some((
+                        x.parse()
+                            .with_context(|| format!("`img_x` is not a pixel: {x:?}"))?,
+                        y.parse()
+                            .with_context(|| format!("`img_y` is not a pixel: {y:?}"))?,
+                    )),
+                };
+                let latitude = number(5)?;
+                let longitude = number(6)?;
+                anyhow::ensure!(
+                    (-90.0..=90.0).contains(&latitude) && (-180.0..=180.0).contains(&longitude),
+                    "coordinates out of range: {latitude}, {longitude}"
+                );
+                anyhow::ensure!(!field(1).is_empty(), "a station needs a code");
+                Ok(TableStation {
+                    network: field(0).to_string(),
+                    code: field(1).to_string(),
+                    name: field(2).to_string(),
+                    region: field(3).to_string(),
+                    suspended: matches!(field(4), "1" | "true"),
+                    latitude,
+                    longitude,
+                    pixel,
+                })
+            };
+            row().with_context(|| format!("station table line {}", number + 1))
+        })
+        .collect()
+}
+
+/// Reads and parses a table file.
+pub fn load(path: &Path) -> anyhow::Result<Vec<TableStation>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    parse(&text).with_context(|| format!("station table {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &str = "network,code,name,region,suspended,lat,lon,img_x,img_y\n\
+                         K-NET,TST001,Alpha,Test,0,35.0,135.0,120,200\n\
+                         KiK-net,TST002,Beta,Test,1,35.1,135.1,121,199\n\
+                         K-NET,TST003,Gamma,Test,0,35.2,135.2,,\n";
+
+    #[test]
+    fn rows_parse_and_only_stations_in_service_with_a_pixel_are_usable() {
+        let stations = parse(TABLE).unwrap();
+        assert_eq!(stations.len(), 3);
+        assert_eq!(stations[0].pixel, Some((120, 200)));
+        assert!(stations[0].usable());
+        assert!(!stations[1].usable(), "suspended");
+        assert!(!stations[2].usable(), "no pixel");
+        assert_eq!(stations[0].to_station().code, "TST001");
+    }
+
+    #[test]
+    fn columns_may_come_in_any_order() {
+        let table = "lat,lon,code,name,region,network,suspended,img_y,img_x\n34.5,133.5,X1,n,r,K-NET,0,10,20\n";
+        let stations = parse(table).unwrap();
+        assert_eq!(stations[0].pixel, Some((20, 10)));
+        assert_eq!(stations[0].latitude, 34.5);
+    }
+
+    #[test]
+    fn bad_rows_name_their_line() {
+        let error = parse(
+            "network,code,name,region,suspended,lat,lon,img_x,img_y\nK,A,n,r,0,north,135,1,1\n",
+        )
+        .unwrap_err();
+        assert!(format!("{error:#}").contains("line 2"), "{error:#}");
+        assert!(parse("code,lat\nA,1\n").is_err(), "missing columns");
+        assert!(parse("").is_err());
+    }
+}
