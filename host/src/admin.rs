@@ -10,6 +10,9 @@ use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
+/// The admin socket when none is configured (`osds serve` and `osds components` must agree on it).
+pub const DEFAULT_SOCKET: &str = "data/osds-admin.sock";
+
 /// A request larger than this (a component is sent inline) is refused.
 const MAX_REQUEST_BYTES: u64 = 256 << 20;
 

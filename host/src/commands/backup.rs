@@ -11,7 +11,7 @@ pub struct BackupArgs {
     #[arg(
         long,
         env = "OSDS_DATABASE_URL",
-        default_value = "sqlite://data/osds.db"
+        default_value = crate::store::DEFAULT_DATABASE_URL
     )]
     pub database_url: String,
     /// Directory the backup (`osds-YYYYMMDDTHHMMSSZ.db`) is written to; created when missing.

@@ -12,7 +12,7 @@ pub struct ComponentsArgs {
     #[arg(
         long,
         env = "OSDS_ADMIN_SOCKET",
-        default_value = "data/osds-admin.sock",
+        default_value = crate::admin::DEFAULT_SOCKET,
         value_name = "PATH"
     )]
     pub admin_socket: PathBuf,

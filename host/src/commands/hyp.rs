@@ -17,7 +17,7 @@ pub struct HypArgs {
         long,
         global = true,
         env = "OSDS_DATABASE_URL",
-        default_value = "sqlite://data/osds.db"
+        default_value = crate::store::DEFAULT_DATABASE_URL
     )]
     pub database_url: String,
     #[command(subcommand)]

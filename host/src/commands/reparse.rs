@@ -24,7 +24,7 @@ pub struct ReparseArgs {
     #[arg(
         long,
         env = "OSDS_DATABASE_URL",
-        default_value = "sqlite://data/osds.db"
+        default_value = crate::store::DEFAULT_DATABASE_URL
     )]
     pub database_url: String,
     /// Decoder components (`*.wasm`) to decode with, instead of the built-in ones.

@@ -27,7 +27,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "OSDS_DATABASE_URL",
-        default_value = "sqlite://data/osds.db"
+        default_value = crate::store::DEFAULT_DATABASE_URL
     )]
     pub database_url: String,
     /// Base URL of the Wolfx relay; channel paths (/sc_eew, ..., /all_eew) are appended.
@@ -105,7 +105,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "OSDS_ADMIN_SOCKET",
-        default_value = "data/osds-admin.sock",
+        default_value = crate::admin::DEFAULT_SOCKET,
         value_name = "PATH"
     )]
     pub admin_socket: PathBuf,

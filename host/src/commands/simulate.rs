@@ -36,7 +36,7 @@ pub struct SimulateArgs {
     #[arg(
         long,
         env = "OSDS_DATABASE_URL",
-        default_value = "sqlite://data/osds.db"
+        default_value = crate::store::DEFAULT_DATABASE_URL
     )]
     pub database_url: String,
     /// Seconds of frames to run.

@@ -19,6 +19,9 @@ use sqlx::{ConnectOptions, SqlitePool};
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The archive when none is configured: a file under `./data/`, created with its folder on first use.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/osds.db";
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Read access to the archive.
