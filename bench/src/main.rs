@@ -8,7 +8,17 @@
 //! - `ingest`: frames pushed as fast as the server drains them (80 % new versions, 20 % exact duplicates) for
 //!   `--seconds`, then until every frame has its reception record; sustained frames/s and versions/s.
 //!
+//! - `fan-out`: `--subscribers` concurrent live subscribers (half SSE, half WebSocket), each receiving every
+//!   report; delivery latency over all subscribers and the server's memory; the same against nginx + nchan
+//!   (unless `--no-peers`), plus push latency to one SSE and one WebSocket subscriber of both, as ratios.
+//! - `wasm`: the same decoder called as a Wasm component (as the host calls it) and natively (`wolfx-core`),
+//!   per frame over the decoder fixtures and the upstream samples, as a ratio.
+//!
 //! Every wait is bounded: a benchmark that does not finish in time fails instead of hanging.
+
+mod fanout;
+mod nchan;
+mod wasm_cost;
 
 use anyhow::{Context, Result, anyhow, bail};
 use fake_relay::{FakeRelay, RelayConfig};
@@ -27,19 +37,28 @@ use tokio_tungstenite::tungstenite::Message;
 
 const CHANNEL_PATHS: [&str; 5] = ["/cenc_eew", "/sc_eew", "/fj_eew", "/cq_eew", "/all_eew"];
 const USAGE: &str = "usage: osds-bench [--osds PATH] [--seconds N] [--frames N] [--interval-ms N] \
-[--dir DIR] <push-latency|ingest|fsync|all>
+[--dir DIR] [--subscribers N[,N...]] [--rounds N] [--round-interval-ms N] [--no-peers] \
+[--samples FILE] <push-latency|ingest|fsync|fan-out|wasm|all>
 
   --osds PATH        the osds binary to test (default target/release/osds)
   --seconds N        duration of the ingest push phase (default 10)
   --frames N         frames measured by push-latency (default 300)
   --interval-ms N    pace of push-latency (default 20)
-  --dir DIR          where the temporary databases and the fsync probe file go (default: the system temp dir)";
+  --dir DIR          where the temporary databases and the fsync probe file go (default: the system temp dir)
+  --subscribers LIST fan-out sizes, comma-separated (default 1000,10000)
+  --rounds N         reports measured per fan-out size (default 10)
+  --round-interval-ms N  pace of the fan-out reports (default 1000; later if a report has not reached everyone)
+  --no-peers         skip nginx + nchan in fan-out
+  --samples FILE     upstream frames, one a line, for wasm besides tests/fixtures (default
+                     ../shared/upstream/wolfx-samples.jsonl when it exists)";
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Which {
     PushLatency,
     Ingest,
     Fsync,
+    FanOut,
+    Wasm,
     All,
 }
 
@@ -50,6 +69,11 @@ struct Options {
     frames: usize,
     interval: Duration,
     dir: PathBuf,
+    subscribers: Vec<usize>,
+    rounds: usize,
+    round_interval: Duration,
+    peers: bool,
+    samples: Option<PathBuf>,
     which: Which,
 }
 
@@ -60,6 +84,12 @@ fn parse_args() -> Result<Options> {
         frames: 300,
         interval: Duration::from_millis(20),
         dir: std::env::temp_dir(),
+        subscribers: vec![1_000, 10_000],
+        rounds: 10,
+        round_interval: Duration::from_millis(1000),
+        peers: true,
+        samples: Some(PathBuf::from("../shared/upstream/wolfx-samples.jsonl"))
+            .filter(|p| p.is_file()),
         which: Which::All,
     };
     let mut which = None;
@@ -88,6 +118,31 @@ fn parse_args() -> Result<Options> {
                     Duration::from_millis(value("--interval-ms")?.parse().context("--interval-ms")?)
             }
             "--dir" => options.dir = PathBuf::from(value("--dir")?),
+            "--subscribers" => {
+                options.subscribers = value("--subscribers")?
+                    .split(',')
+                    .map(|n| n.trim().parse::<usize>())
+                    .collect::<Result<_, _>>()
+                    .context("--subscribers")?;
+                if options.subscribers.iter().any(|&n| n == 0 || n > 50_000) {
+                    bail!("--subscribers must be in [1, 50000]");
+                }
+            }
+            "--rounds" => {
+                options.rounds = value("--rounds")?.parse().context("--rounds")?;
+                if options.rounds == 0 || options.rounds > 10_000 {
+                    bail!("--rounds must be in [1, 10000]");
+                }
+            }
+            "--round-interval-ms" => {
+                options.round_interval = Duration::from_millis(
+                    value("--round-interval-ms")?
+                        .parse()
+                        .context("--round-interval-ms")?,
+                )
+            }
+            "--no-peers" => options.peers = false,
+            "--samples" => options.samples = Some(PathBuf::from(value("--samples")?)),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -95,6 +150,8 @@ fn parse_args() -> Result<Options> {
             "push-latency" => which = Some(Which::PushLatency),
             "ingest" => which = Some(Which::Ingest),
             "fsync" => which = Some(Which::Fsync),
+            "fan-out" => which = Some(Which::FanOut),
+            "wasm" => which = Some(Which::Wasm),
             "all" => which = Some(Which::All),
             other => bail!("unknown argument `{other}`\n{USAGE}"),
         }
@@ -140,6 +197,8 @@ struct Results {
     ws: Option<Summary>,
     push_lost: Option<(usize, usize, usize)>,
     ingest: Option<Ingest>,
+    fan_out: Vec<fanout::FanOut>,
+    wasm: Option<wasm_cost::WasmCost>,
 }
 
 struct Ingest {
@@ -149,6 +208,36 @@ struct Ingest {
     total_secs: f64,
     /// Reception records archived by the end of the push phase (as last polled).
     archived_during_push: u64,
+}
+
+/// VmRSS and VmHWM of a process, in kB.
+fn proc_memory(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kb| kb.parse::<u64>().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Raises this process's open-file limit to its hard limit (children inherit it); returns the new soft limit.
+fn raise_fd_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain libc calls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        }
+    }
+    limit.rlim_cur
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -217,6 +306,10 @@ impl Server {
 
     fn ws_url(&self, path: &str) -> String {
         self.url(path).replacen("http://", "ws://", 1)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
     }
 
     async fn stop(mut self) {
@@ -540,6 +633,79 @@ async fn ingest(options: &Options, results: &mut Results) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// fan-out
+
+async fn fan_out(options: &Options, results: &mut Results) -> Result<()> {
+    let nofile = raise_fd_limit();
+    let largest = options.subscribers.iter().copied().max().unwrap_or(0);
+    if (nofile as usize) < largest + 500 {
+        bail!(
+            "the open-file limit is {nofile}; {largest} subscribers need more (raise the hard limit: ulimit -Hn)"
+        );
+    }
+    let peers = options.peers && nchan::Nginx::available();
+    if options.peers && !peers {
+        println!(
+            "fan-out: nginx + nchan not installed (bench/install-peers.sh); measuring osds only"
+        );
+    }
+    // Push latency of both, the same way: one SSE and one WebSocket subscriber, reports paced by --interval-ms.
+    let mut sizes = vec![(2, options.frames, options.interval)];
+    for &n in &options.subscribers {
+        sizes.push((n, options.rounds, options.round_interval));
+    }
+    for (n, rounds, interval) in sizes {
+        println!(
+            "fan-out: osds, {n} subscribers ({} SSE + {} WebSocket), {rounds} reports {} ms apart",
+            n.div_ceil(2),
+            n / 2,
+            interval.as_millis()
+        );
+        let (relay, server) = start_connected(options, "fanout").await?;
+        let target = fanout::Target {
+            name: "osds",
+            sse_url: server.url("/stream"),
+            ws_url: server.ws_url("/ws"),
+            ready_message: true,
+            pids: vec![server.pid()],
+        };
+        let outcome = fanout::run(
+            &target,
+            &fanout::Publisher::Relay(&relay),
+            n,
+            rounds,
+            interval,
+        )
+        .await;
+        server.stop().await;
+        relay.shutdown().await;
+        results.fan_out.push(outcome?);
+        if peers {
+            println!("fan-out: nginx + nchan, {n} subscribers");
+            let nginx = nchan::Nginx::start(&options.dir, 2, n + 1_000)?;
+            let base = nginx.base();
+            let target = fanout::Target {
+                name: "nchan",
+                sse_url: format!("http://{base}/sub"),
+                ws_url: format!("ws://{base}/sub"),
+                ready_message: false,
+                pids: nginx.pids(),
+            };
+            let publisher = fanout::Publisher::Nchan {
+                client: reqwest::Client::new(),
+                url: format!("http://{base}/pub"),
+            };
+            let outcome = fanout::run(&target, &publisher, n, rounds, interval).await;
+            drop(nginx);
+            results.fan_out.push(outcome?);
+        }
+        // Let the closed connections' TIME_WAIT state not pile up between sizes.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
 
 fn print_table(options: &Options, results: &Results) {
     println!();
@@ -618,7 +784,7 @@ fn print_table(options: &Options, results: &Results) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let options = parse_args()?;
-    if options.which != Which::Fsync && !options.osds.is_file() {
+    if !matches!(options.which, Which::Fsync | Which::Wasm) && !options.osds.is_file() {
         bail!(
             "no osds binary at {} (build it: cargo build --release -p osds, or pass --osds)",
             options.osds.display()
@@ -643,6 +809,25 @@ async fn main() -> Result<()> {
     if matches!(options.which, Which::Ingest | Which::All) {
         ingest(&options, &mut results).await.context("ingest")?;
     }
+    if matches!(options.which, Which::Wasm | Which::All) {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        let samples = options.samples.clone();
+        println!("wasm: decoding the fixtures and samples as components and natively");
+        results.wasm = Some(
+            tokio::task::spawn_blocking(move || {
+                wasm_cost::run(&fixtures, samples.as_deref(), 2_000)
+            })
+            .await?
+            .context("wasm")?,
+        );
+    }
+    if matches!(options.which, Which::FanOut | Which::All) {
+        fan_out(&options, &mut results).await.context("fan-out")?;
+    }
     print_table(&options, &results);
+    if let Some(cost) = &results.wasm {
+        wasm_cost::print(cost);
+    }
+    fanout::print(&results.fan_out);
     Ok(())
 }
