@@ -1,6 +1,8 @@
-//! The detector end to end: `osds simulate` runs synthetic earthquakes with known truth through the detector,
-//! the shaper component and the archive; the public hyp API of a real server then shows located, sized and
-//! graded events — and no event where there was no earthquake.
+//! The detector end to end: `osds simulate` renders synthetic earthquakes with known truth as monitor-layout
+//! GIFs, serves them over HTTP, and runs them through the real fetcher, the detector, the shaper component and
+//! the archive; the public hyp API of a real server then shows located, sized and graded events — and no event
+//! where there was no earthquake. `osds serve --hyp-source kmoni` follows a real-time image server the same
+//! way, and `osds hyp backfill` adds the peaks it missed.
 
 mod support;
 
@@ -186,4 +188,195 @@ async fn a_frame_gap_interrupts_the_event_without_inventing_a_final_report() {
         .collect();
     assert_eq!(*statuses.last().unwrap(), "interrupted");
     assert!(!statuses.contains(&"finalized"), "{statuses:?}");
+}
+
+/// The images the simulator serves in real time, and the station table it wrote.
+struct ImageServer {
+    child: std::process::Child,
+    base: String,
+    stations: std::path::PathBuf,
+}
+
+impl Drop for ImageServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn image_server(dir: &std::path::Path, scenario: &str, extra: &[&str]) -> ImageServer {
+    use std::io::BufRead;
+    let stations = dir.join("stations.csv");
+    let mut child = osds()
+        .args(["simulate", scenario, "--serve-images", "127.0.0.1:0"])
+        .arg("--write-stations")
+        .arg(&stations)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the image server");
+    let stdout = child.stdout.take().expect("stdout");
+    let line = std::io::BufReader::new(stdout)
+        .lines()
+        .next()
+        .expect("a line")
+        .expect("stdout");
+    let base = line
+        .split_once("images at ")
+        .map(|(_, url)| url.to_string())
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    ImageServer {
+        child,
+        base,
+        stations,
+    }
+}
+
+fn id_path(id: &str) -> String {
+    id.replace(':', "%3A")
+}
+
+/// `osds serve --hyp-source kmoni` follows an image server in real time: the Kumamoto scenario is located from
+/// the fetched GIFs within 20 km. The PGA layer arrives 30 s late, so the live reports lack it; after the
+/// event, `osds hyp backfill --refetch` recovers those images and adds the peaks marked `recovered`, and no
+/// report changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
+    let dir = tempdir("hyp-live");
+    let images = image_server(
+        &dir,
+        "kumamoto",
+        &[
+            "--seconds",
+            "50",
+            "--late",
+            "acmap_s=30",
+            "--lead-secs",
+            "30",
+        ],
+    );
+    let started = std::time::Instant::now();
+    let stations = images.stations.display().to_string();
+    let frames_url = format!("sqlite://{}", dir.join("frames.db").display());
+    let server = Server::start_in(
+        dir.clone(),
+        "ws://127.0.0.1:9",
+        &[
+            "--no-ingest",
+            "--hyp-source",
+            "kmoni",
+            "--kmoni-url",
+            &images.base,
+            "--kmoni-layers",
+            "jma_s,acmap_s",
+            "--stations",
+            &stations,
+            "--hyp-frames-url",
+            &frames_url,
+        ],
+    );
+    // Generous: a debug build shares two cores with the other scenarios of this file.
+    let event = support::eventually(180, "a tracked event", || async {
+        let page = get_json(&server.url("/hyp/events")).await;
+        let id = page["items"].as_array()?.first()?["id"]
+            .as_str()?
+            .to_string();
+        let event = get_json(&server.url(&format!("/hyp/events/{}", id_path(&id)))).await;
+        event["reports"]
+            .as_array()?
+            .iter()
+            .any(|r| r["event"]["status"] == "tracking")
+            .then_some(event)
+    })
+    .await;
+    let id = event["id"].as_str().unwrap().to_string();
+    let tracking = first_tracking(&event);
+    let (lat, lon, _) = position(&tracking);
+    assert!(distance_km(lat, lon, 32.742, 130.808) <= 20.0, "{tracking}");
+    let status = get_json(&server.url("/hyp/status")).await;
+    assert_eq!(status["detector"]["state"], "running", "{status}");
+    assert!(
+        status["detector"]["source"]
+            .as_str()
+            .unwrap()
+            .contains(&images.base),
+        "{status}"
+    );
+    assert!(
+        status["recorder"]["recordedImages"].as_u64().unwrap() > 0,
+        "{status}"
+    );
+    let stations_live = get_json(&server.url(&format!("/hyp/events/{}", id_path(&id)))).await;
+    let has = |stations: &serde_json::Value, metric: &str| {
+        stations["stations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["metrics"].get(metric).is_some())
+            .count()
+    };
+    assert!(
+        has(&stations_live, "surface:intensity") >= 3,
+        "{stations_live}"
+    );
+    assert_eq!(
+        has(&stations_live, "surface:pgaGal"),
+        0,
+        "the PGA layer came too late"
+    );
+    let before = get_json(&server.url(&format!("/hyp/events/{}", id_path(&id)))).await;
+
+    // Once every late image exists on the server (30 s lead, 50 s of frames, 30 s late), backfill.
+    let all_served = std::time::Duration::from_secs(30 + 50 + 30 + 3);
+    tokio::time::sleep(all_served.saturating_sub(started.elapsed())).await;
+    let database = format!("sqlite://{}", server.db_path.display());
+    let output = osds()
+        .args([
+            "hyp",
+            "backfill",
+            &id,
+            "--refetch",
+            "--database-url",
+            &database,
+        ])
+        .args(["--stations", &stations, "--kmoni-url", &images.base])
+        .args([
+            "--kmoni-layers",
+            "jma_s,acmap_s",
+            "--hyp-frames-url",
+            &frames_url,
+        ])
+        .output()
+        .expect("run osds hyp backfill");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("station peaks added"), "{stdout}");
+
+    let stations_after = get_json(&server.url(&format!("/hyp/events/{}", id_path(&id)))).await;
+    let recovered: Vec<&serde_json::Value> = stations_after["stations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["metrics"].get("surface:pgaGal"))
+        .collect();
+    assert!(!recovered.is_empty(), "{stations_after}");
+    assert!(
+        recovered.iter().all(|m| m["recovered"] == true),
+        "{stations_after}"
+    );
+    // Reports are never rewritten: every report seen before is byte-identical.
+    let after = get_json(&server.url(&format!("/hyp/events/{}", id_path(&id)))).await;
+    for (old, new) in before["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(after["reports"].as_array().unwrap())
+    {
+        assert_eq!(old["sha256"], new["sha256"]);
+    }
 }

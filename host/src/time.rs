@@ -13,6 +13,11 @@ pub fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// The current Unix time in milliseconds.
+pub fn now_ms() -> i64 {
+    Utc::now().timestamp_millis()
+}
+
 pub fn now_rfc3339() -> String {
     rfc3339(Utc::now())
 }

@@ -6,6 +6,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::params::{MAX_SAFE_INTEGER, Params, PathText, PathTexts, parse_int};
 use crate::store::{HypEventRow, HypFilter, HypReportRow, HypStationRow};
+use crate::time::now_ms;
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, header};
@@ -20,10 +21,6 @@ pub fn routes() -> Router<AppState> {
         .route("/hyp/events/{id}", get(event))
         .route("/hyp/events/{id}/reports/{number}", get(report))
         .route("/hyp/events/{id}/export", get(export))
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 /// A stored report as served: its payload with `sha256` added.

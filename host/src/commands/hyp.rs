@@ -1,7 +1,10 @@
-//! `osds hyp import | hide | unhide`: the operator's side of the self-sensing archive. `import` appends detector
-//! solutions (JSON lines) through the shaper component, exactly as the detector does; `hide` withdraws an event
-//! from the public API.
+//! `osds hyp import | hide | unhide | backfill`: the operator's side of the self-sensing archive. `import`
+//! appends detector solutions (JSON lines) through the shaper component, exactly as the detector does; `hide`
+//! withdraws an event from the public API; `backfill` adds station peaks recovered from the image archive.
 
+use super::detector_args::ImageArgs;
+use crate::hyp::backfill::{self, Refetch};
+use crate::hyp::source::Schedule;
 use crate::store::{self, HypReportInput, StationMetric};
 use crate::wasm::{Limits, Runtime, ShaperComponent};
 use anyhow::Context;
@@ -39,6 +42,17 @@ pub enum HypAction {
     Hide { event_id: String },
     /// Publish a hidden event again.
     Unhide { event_id: String },
+    /// Add the peaks of an event's stations recovered later from the recorder's image archive, marked
+    /// `recovered` (reports are never rewritten). With --refetch, images of the event's window that the live
+    /// fetch missed are first asked for again from --kmoni-url.
+    Backfill {
+        event_id: String,
+        #[command(flatten)]
+        images: ImageArgs,
+        /// Ask the image server again for the window's images that the archive lacks.
+        #[arg(long)]
+        refetch: bool,
+    },
 }
 
 pub fn run(args: HypArgs) -> anyhow::Result<ExitCode> {
@@ -89,8 +103,36 @@ fn prepare(shaper: &ShaperComponent, line: &str) -> anyhow::Result<HypReportInpu
 }
 
 async fn hyp(args: HypArgs) -> anyhow::Result<ExitCode> {
-    let (_, mut writer) = store::open(&args.database_url).await?;
+    let (store, mut writer) = store::open(&args.database_url).await?;
     match args.action {
+        HypAction::Backfill {
+            event_id,
+            images,
+            refetch,
+        } => {
+            let network = images.network()?;
+            let archive = store::FrameArchive::open(&images.hyp_frames_url).await?;
+            let refetch = if refetch {
+                Some(Refetch {
+                    // The range is chosen per missing image; the schedule is not used.
+                    fetcher: images.fetcher(Schedule::Range {
+                        from_ms: 0,
+                        to_ms: 0,
+                    })?,
+                    layers: images.kmoni_layers.clone(),
+                })
+            } else {
+                None
+            };
+            let summary =
+                backfill::backfill(&store, &mut writer, &archive, &network, &event_id, refetch)
+                    .await?;
+            println!(
+                "osds: hyp backfill {event_id}: {} seconds read, {} images recovered from the server, {} station peaks added or raised",
+                summary.frames_read, summary.fetched_images, summary.peaks_added
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         HypAction::Hide { event_id } => {
             anyhow::ensure!(
                 writer.set_hyp_hidden(&event_id, true).await?,

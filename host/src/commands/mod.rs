@@ -3,6 +3,7 @@
 pub mod backup;
 pub mod components;
 pub mod decode;
+pub mod detector_args;
 pub mod hyp;
 pub mod reparse;
 pub mod serve;

@@ -1,11 +1,15 @@
 //! `osds serve`: ingest from the upstream relay, archive, and serve the public API.
 
+use super::detector_args::{DetectorArgs, HypSource};
 use crate::admin;
 use crate::api::gateway::{Gateway, GatewayConfig};
 use crate::api::live::LiveConfig;
 use crate::api::{self, AppState};
 use crate::components::ComponentManager;
+use crate::components::SharedShaper;
 use crate::decoders::DecoderSet;
+use crate::hyp::runner::{Recorder, Runner};
+use crate::hyp::source::ReplaySource;
 use crate::ingest::{ArchiveHandle, ChannelSpec, Ingester, LiveState, UpstreamConfig};
 use crate::store;
 use crate::tls;
@@ -138,6 +142,8 @@ pub struct ServeArgs {
     /// Backups kept in --backup-dir; older ones are deleted after each backup.
     #[arg(long, env = "OSDS_BACKUP_KEEP", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub backup_keep: u32,
+    #[command(flatten)]
+    pub detector: DetectorArgs,
 }
 
 fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
@@ -247,6 +253,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }),
         shaper,
     };
+    let detector = start_detector(
+        &args.detector,
+        &args.database_url,
+        state.shaper.clone(),
+        state.shutdown.clone(),
+    )
+    .await?;
     let backups = tokio::spawn(store::backup::periodic(
         args.database_url.clone(),
         state.backups.clone(),
@@ -305,6 +318,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&args.admin_socket);
     // Returns at once: it stops on the shutdown signal, abandoning a backup in progress.
     let _ = backups.await;
+    if let Some(detector) = detector {
+        // It closes the events still open as `interrupted` before it returns.
+        let _ = detector.await;
+    }
     if let Some(ingester) = ingester {
         ingester.stop().await;
     }
@@ -313,6 +330,53 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     archive.flush().await;
     Ok(())
+}
+
+/// Starts the self-sensing detector on the configured source, with its own connection to the archive (hyp
+/// reports never wait on the EEW writer). It stops when `shutdown` turns true.
+async fn start_detector(
+    args: &DetectorArgs,
+    database_url: &str,
+    shaper: SharedShaper,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    if args.hyp_source == HypSource::Off {
+        tracing::info!("hyp detector off (--hyp-source kmoni|replay runs it)");
+        return Ok(None);
+    }
+    let network = args.images.network()?;
+    let (store, writer) = store::open(database_url).await?;
+    let frames = store::FrameArchive::open(&args.images.hyp_frames_url).await?;
+    let handle = match args.hyp_source {
+        HypSource::Kmoni => {
+            let recorder = args.retention()?.map(|retention| Recorder {
+                archive: frames,
+                retention,
+            });
+            let runner = Runner::new(network, store, writer, shaper, recorder);
+            let fetcher = args.images.fetcher(args.live_schedule()?)?;
+            tokio::spawn(async move {
+                if let Err(error) = runner.run(fetcher, shutdown).await {
+                    tracing::error!(error = %format!("{error:#}"), "hyp detector failed");
+                }
+            })
+        }
+        HypSource::Replay => {
+            let (Some(from), Some(to)) = (args.replay_from, args.replay_to) else {
+                anyhow::bail!("--hyp-source replay needs --replay-from and --replay-to");
+            };
+            // Replayed images are in the archive already: nothing to record.
+            let runner = Runner::new(network, store, writer, shaper, None);
+            let replay = ReplaySource::new(frames, from, to);
+            tokio::spawn(async move {
+                if let Err(error) = runner.run(replay, shutdown).await {
+                    tracing::error!(error = %format!("{error:#}"), "hyp replay failed");
+                }
+            })
+        }
+        HypSource::Off => unreachable!("handled above"),
+    };
+    Ok(Some(handle))
 }
 
 /// SIGHUP installs every component in `dir` that is not loaded yet, through the same validate → canary →

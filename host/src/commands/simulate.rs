@@ -1,15 +1,27 @@
-//! `osds simulate SCENARIO`: a synthetic earthquake with known truth, run end to end through the detector, the
-//! shaper component and the archive, printing each report as it is issued. The scenarios are modelled on the
-//! anchor earthquakes of `../shared/hyp.md`; frames are values on the monitor's 0.1 scale (the kmoni image path
-//! comes with the fetcher).
+//! `osds simulate SCENARIO`: a synthetic earthquake with known truth, run end to end. The scenario's frames
+//! are rendered as monitor-layout GIFs and served over a local HTTP server in the kmoni layout; the real
+//! fetcher reads them, the detector runs, the shaper component shapes, the archive stores, and each report is
+//! printed as it is issued. With `--serve-images` it is only the image server, in real time, for an
+//! `osds serve --hyp-source kmoni` to follow. The scenarios are modelled on the anchor earthquakes of
+//! `../shared/hyp.md`.
 
-use crate::hyp::detector::{Detection, Detector, DetectorConfig, Station};
+use crate::hyp::detector::Station;
+use crate::hyp::kmoni::{self, Layer, SURFACE_INTENSITY};
+use crate::hyp::runner::{Network, Runner};
+use crate::hyp::source::Schedule;
 use crate::hyp::synthetic::{Faults, Quake, frames, grid_network};
-use crate::store::{self, HypReportInput, StationMetric};
+use crate::store;
+use crate::time::now_ms;
 use crate::wasm::{Limits, Runtime, ShaperComponent};
 use anyhow::Context;
-use serde_json::json;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scenario {
@@ -45,7 +57,34 @@ pub struct SimulateArgs {
     /// Seed of the noise and dropouts.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Do not run the detector: serve the scenario's images at this address in real time (frame n is the
+    /// observation second n seconds after start, available one second later), until stopped.
+    #[arg(long, value_name = "ADDR")]
+    pub serve_images: Option<SocketAddr>,
+    /// Write the scenario's station table (the CSV `--stations` reads) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub write_stations: Option<PathBuf>,
+    /// With --serve-images: the images of LAYER become available SECONDS late (LAYER=SECONDS, repeatable),
+    /// as when the live fetch misses them and a backfill finds them later.
+    #[arg(long, value_name = "LAYER=SECONDS", value_parser = parse_late)]
+    pub late: Vec<(Layer, u64)>,
+    /// With --serve-images: seconds from start until the scenario's first observation second.
+    #[arg(long, default_value_t = 10)]
+    pub lead_secs: u64,
 }
+
+fn parse_late(text: &str) -> Result<(Layer, u64), String> {
+    let (layer, seconds) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}`: expected LAYER=SECONDS, e.g. acmap_s=30"))?;
+    let seconds = seconds
+        .parse()
+        .map_err(|_| format!("`{seconds}` is not a number of seconds"))?;
+    Ok((Layer::parse(layer)?, seconds))
+}
+
+/// The layers a scenario renders.
+const LAYERS: [&str; 2] = ["jma_s", "acmap_s"];
 
 /// Unix ms of the anchor's origin (JST wall clock as given in hyp.md).
 fn jst_ms(text: &str) -> i64 {
@@ -144,24 +183,66 @@ fn setup(scenario: Scenario) -> Setup {
         quakes,
         stations,
         faults,
-        start_ms: jst_ms(start),
+        // Observation seconds are whole seconds.
+        start_ms: jst_ms(start) / 1000 * 1000,
         gap: (scenario == Scenario::Gap).then_some(25..45),
     }
 }
 
-pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(simulate(args))
+/// Pixel of a synthetic station on the monitor images (a plain equirectangular fit of the images' extent).
+fn pixel(station: &Station) -> (u32, u32) {
+    let x = ((station.longitude - 128.0) * 19.5)
+        .round()
+        .clamp(0.0, 351.0);
+    let y = ((46.2 - station.latitude) * 25.0).round().clamp(0.0, 399.0);
+    (x as u32, y as u32)
 }
 
-async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
-    let setup = setup(args.scenario);
-    let wasm = Runtime::new(Limits::default())?;
-    let shaper = ShaperComponent::embedded(&wasm)?;
-    let (_, mut writer) = store::open(&args.database_url).await?;
-    let positions: Vec<_> = setup
+/// The scenario's network: every station on its own pixel (a station whose pixel is taken is left out).
+fn network(stations: &[Station]) -> Network {
+    let mut network = Network::default();
+    let mut taken = std::collections::HashSet::new();
+    for station in stations {
+        let pixel = pixel(station);
+        if taken.insert(pixel) {
+            network.stations.push(station.clone());
+            network.pixels.push(pixel);
+        }
+    }
+    network
+}
+
+fn station_table(network: &Network) -> String {
+    let mut csv = String::from("network,code,name,region,suspended,lat,lon,img_x,img_y\n");
+    for (s, (x, y)) in network.stations.iter().zip(&network.pixels) {
+        csv.push_str(&format!(
+            "SYN,{},{},synthetic,0,{:.4},{:.4},{x},{y}\n",
+            s.code,
+            s.name.clone().unwrap_or_default(),
+            s.latitude,
+            s.longitude
+        ));
+    }
+    csv
+}
+
+/// A rough synthetic relation of peak acceleration to realtime intensity: log10 PGA = (I + 0.5) / 2.
+fn pga_of_intensity(intensity: f64) -> f64 {
+    10f64.powf((intensity + 0.5) / 2.0)
+}
+
+/// One served image: when it may be served (Unix ms), and the GIF.
+struct Served {
+    available_at: i64,
+    gif: Vec<u8>,
+}
+
+/// One rendered image: frame number, layer, GIF.
+type Rendered = (i64, Layer, Vec<u8>);
+
+/// Renders every frame of the scenario as monitor-layout GIFs (frames inside the scenario's gap are not).
+fn render_images(setup: &Setup, network: &Network, args: &SimulateArgs) -> Vec<Rendered> {
+    let positions: Vec<_> = network
         .stations
         .iter()
         .map(|s| crate::hyp::trigger::StationPosition {
@@ -176,15 +257,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         &setup.faults,
         args.seed,
     );
-    let mut detector = Detector::new(setup.stations.clone(), DetectorConfig::default());
-    eprintln!(
-        "simulate {:?}: {} stations, {} frames, algorithm {}",
-        args.scenario,
-        setup.stations.len(),
-        frames.len(),
-        detector.algorithm()
-    );
-    let mut reports = 0usize;
+    let mut images = Vec::new();
     for (n, frame) in frames.iter().enumerate() {
         if setup
             .gap
@@ -193,88 +266,145 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         {
             continue;
         }
-        let at_ms = setup.start_ms + n as i64 * 1000;
-        for detection in detector.step(at_ms, frame) {
-            archive(&mut writer, &shaper, &detection).await?;
-            reports += 1;
+        for name in LAYERS {
+            let layer = Layer::parse(name).expect("a known layer");
+            let values: Vec<_> = network
+                .pixels
+                .iter()
+                .zip(frame)
+                .map(|(&pixel, value)| {
+                    let value = if layer == SURFACE_INTENSITY {
+                        *value
+                    } else {
+                        value.map(pga_of_intensity)
+                    };
+                    (pixel, value)
+                })
+                .collect();
+            images.push((n as i64, layer, kmoni::render(layer, &values)));
         }
     }
-    let state = json!({
-        "algorithm": detector.algorithm(),
-        "source": format!("synthetic:{:?}", args.scenario),
-        "frames": frames.len(),
-        "stations": setup.stations.len(),
-        "openEvents": detector.open_events().iter().map(|(id, status, n)| json!({ "id": id, "status": status, "stations": n })).collect::<Vec<_>>(),
-        "sources": [{ "source": "synthetic", "health": "ok" }],
-        "errors": [],
-    });
-    writer
-        .set_hyp_state(
-            "detector",
-            setup.start_ms + frames.len() as i64 * 1000,
-            &state,
-        )
+    images
+}
+
+/// The rendered images as observed from `start_ms`, keyed by their path; each is served one second after its
+/// observation second (plus the layer's lateness).
+fn schedule_images(
+    rendered: Vec<Rendered>,
+    start_ms: i64,
+    late: &[(Layer, u64)],
+) -> HashMap<String, Served> {
+    rendered
+        .into_iter()
+        .map(|(n, layer, gif)| {
+            let at = start_ms + n * 1000;
+            let late = late
+                .iter()
+                .find(|(l, _)| *l == layer)
+                .map_or(0, |(_, s)| *s as i64 * 1000);
+            (
+                format!("/{}", layer.image_path(at)),
+                Served {
+                    available_at: at + 1000 + late,
+                    gif,
+                },
+            )
+        })
+        .collect()
+}
+
+async fn serve_image(
+    State(images): State<Arc<HashMap<String, Served>>>,
+    request: Request,
+) -> Response {
+    match images.get(request.uri().path()) {
+        Some(served) if now_ms() >= served.available_at => {
+            ([(header::CONTENT_TYPE, "image/gif")], served.gif.clone()).into_response()
+        }
+        _ => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// Serves the images on `address`; returns the base URL.
+async fn image_server(
+    address: SocketAddr,
+    images: HashMap<String, Served>,
+) -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("listen on {address}"))?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let app = axum::Router::new()
+        .fallback(serve_image)
+        .with_state(Arc::new(images));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(base)
+}
+
+pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(simulate(args))
+}
+
+async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    let setup = setup(args.scenario);
+    let network = network(&setup.stations);
+    if let Some(path) = &args.write_stations {
+        std::fs::write(path, station_table(&network))
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    let rendered = render_images(&setup, &network, &args);
+    if let Some(address) = args.serve_images {
+        // Real time: frame 0 is observed --lead-secs from now, so a follower can start first.
+        let start_ms = (now_ms() / 1000 + 1) * 1000 + args.lead_secs as i64 * 1000;
+        let images = schedule_images(rendered, start_ms, &args.late);
+        let base = image_server(address, images).await?;
+        println!("osds: simulate {:?}: images at {base}", args.scenario);
+        eprintln!(
+            "simulate {:?}: {} stations, {} s of frames from {}; Ctrl-C stops",
+            args.scenario,
+            network.stations.len(),
+            args.seconds,
+            crate::time::rfc3339(
+                chrono::DateTime::from_timestamp_millis(start_ms).unwrap_or_default()
+            )
+        );
+        tokio::signal::ctrl_c().await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let images = schedule_images(rendered, setup.start_ms, &[]);
+    let base = image_server("127.0.0.1:0".parse()?, images).await?;
+    let wasm = Runtime::new(Limits::default())?;
+    let shaper = Arc::new(arc_swap::ArcSwap::from_pointee(ShaperComponent::embedded(
+        &wasm,
+    )?));
+    let (store, writer) = store::open(&args.database_url).await?;
+    let layers = LAYERS
+        .map(|l| Layer::parse(l).expect("a known layer"))
+        .to_vec();
+    let fetcher = crate::hyp::source::KmoniFetcher::new(
+        &base,
+        layers,
+        SURFACE_INTENSITY,
+        Schedule::Range {
+            from_ms: setup.start_ms,
+            to_ms: setup.start_ms + args.seconds as i64 * 1000,
+        },
+    )?;
+    eprintln!(
+        "simulate {:?}: {} stations, {} s of frames served at {base}",
+        args.scenario,
+        network.stations.len(),
+        args.seconds,
+    );
+    let (_running, shutdown) = tokio::sync::watch::channel(false);
+    let reports = Runner::new(network, store, writer, shaper, None)
+        .print_reports()
+        .run(fetcher, shutdown)
         .await?;
     println!("osds: simulate: {reports} reports archived");
     Ok(ExitCode::SUCCESS)
-}
-
-/// Shapes a detection through the component and appends it, with its stations' peaks.
-async fn archive(
-    writer: &mut store::Writer,
-    shaper: &ShaperComponent,
-    detection: &Detection,
-) -> anyhow::Result<()> {
-    let solution = &detection.solution;
-    let solution_bytes = serde_json::to_vec(solution)?;
-    let payload = shaper.shape(&solution_bytes)?;
-    let report: serde_json::Value =
-        serde_json::from_slice(&payload).context("the shaper returned no JSON")?;
-    let metrics = detection
-        .peaks
-        .iter()
-        .map(|(station, peak, at)| StationMetric {
-            station: station.code.clone(),
-            name: station.name.clone(),
-            latitude: station.latitude,
-            longitude: station.longitude,
-            metric: "surface:intensity".into(),
-            peak: *peak,
-            source_at: *at,
-            // Frames arrive 1–3 s behind the observation second.
-            received_at: at + 1_500,
-            recovered: false,
-        })
-        .collect();
-    let input = HypReportInput {
-        event_id: solution.event_id.clone(),
-        number: i64::from(solution.report_number),
-        status: solution.status.clone(),
-        first_at: solution.first_detected_at,
-        reported_at: solution.reported_at,
-        recorded_at: solution.recorded_at,
-        region: solution.region.clone(),
-        payload,
-        shaper: shaper.info().identity(),
-        solution: solution_bytes,
-        metrics,
-    };
-    let sha256 = writer.append_hyp_report(&input).await?;
-    let h = &report["event"]["hypEstimate"];
-    println!(
-        "{} report {} {:<11} grade {} {:.3}N {:.3}E {:>5.1} km M{} stations {} sha256 {}",
-        solution.event_id,
-        solution.report_number,
-        solution.status,
-        report["quality"]["grade"].as_str().unwrap_or("?"),
-        h["latitude"].as_f64().unwrap_or_default(),
-        h["longitude"].as_f64().unwrap_or_default(),
-        h["depthKm"].as_f64().unwrap_or_default(),
-        report["event"]["magnitude"]
-            .as_f64()
-            .map_or("-".to_string(), |m| format!("{m:.1}")),
-        report["quality"]["stationCount"],
-        &sha256[..12]
-    );
-    Ok(())
 }

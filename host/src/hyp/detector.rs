@@ -294,6 +294,17 @@ impl Detector {
         }
     }
 
+    /// The frames stop for good (the source ended, the service stops): every reported event still open ends
+    /// `interrupted` at the last frame; nothing is finalized that was not.
+    pub fn stop(&mut self) -> Vec<Detection> {
+        let Some(last) = self.last_frame_ms else {
+            return Vec::new();
+        };
+        let out = self.interrupt_all(last);
+        self.events.retain(|e| !e.done);
+        out
+    }
+
     fn interrupt_all(&mut self, last_ms: i64) -> Vec<Detection> {
         let mut out = Vec::new();
         for index in 0..self.events.len() {

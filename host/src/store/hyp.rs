@@ -170,37 +170,29 @@ impl Writer {
         .bind(&input.solution)
         .execute(&mut *tx)
         .await?;
-        for metric in &input.metrics {
-            sqlx::query(
-                "INSERT INTO hyp_stations (event_id, code, name, latitude, longitude) VALUES (?, ?, ?, ?, ?) \
-                 ON CONFLICT (event_id, code) DO UPDATE SET name = COALESCE(excluded.name, name)",
-            )
-            .bind(&input.event_id)
-            .bind(&metric.station)
-            .bind(&metric.name)
-            .bind(metric.latitude)
-            .bind(metric.longitude)
-            .execute(&mut *tx)
-            .await?;
-            // The event-level peak only grows.
-            sqlx::query(
-                "INSERT INTO hyp_station_metrics (event_id, station, metric, peak, source_at, received_at, recovered) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id, station, metric) DO UPDATE SET \
-                 peak = excluded.peak, source_at = excluded.source_at, received_at = excluded.received_at, \
-                 recovered = excluded.recovered WHERE excluded.peak > peak",
-            )
-            .bind(&input.event_id)
-            .bind(&metric.station)
-            .bind(&metric.metric)
-            .bind(metric.peak)
-            .bind(metric.source_at)
-            .bind(metric.received_at)
-            .bind(metric.recovered)
-            .execute(&mut *tx)
-            .await?;
-        }
+        store_metrics(&mut tx, &input.event_id, &input.metrics).await?;
         tx.commit().await.context("commit hyp report")?;
         Ok(sha256)
+    }
+
+    /// Adds station peaks recovered later from the image archive to an event (reports are never touched).
+    /// Returns how many peaks were added or raised; an unknown event is an error.
+    pub async fn add_hyp_station_metrics(
+        &mut self,
+        event_id: &str,
+        metrics: &[StationMetric],
+    ) -> anyhow::Result<u64> {
+        let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;
+        let known: Option<i64> = sqlx::query_scalar("SELECT 1 FROM hyp_events WHERE id = ?")
+            .bind(event_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        anyhow::ensure!(known.is_some(), "no hyp event `{event_id}`");
+        let changed = store_metrics(&mut tx, event_id, metrics).await?;
+        tx.commit()
+            .await
+            .context("commit recovered station peaks")?;
+        Ok(changed)
     }
 
     /// Withdraws an event from the public API (or brings it back). Returns false when there is no such event.
@@ -231,6 +223,47 @@ impl Writer {
         .await?;
         Ok(())
     }
+}
+
+/// Adds station peaks to an event: the station joins it, and an event-level peak only grows. Returns how many
+/// peaks were added or raised.
+async fn store_metrics(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    event_id: &str,
+    metrics: &[StationMetric],
+) -> anyhow::Result<u64> {
+    let mut changed = 0;
+    for metric in metrics {
+        sqlx::query(
+                "INSERT INTO hyp_stations (event_id, code, name, latitude, longitude) VALUES (?, ?, ?, ?, ?) \
+                 ON CONFLICT (event_id, code) DO UPDATE SET name = COALESCE(excluded.name, name)",
+            )
+            .bind(event_id)
+            .bind(&metric.station)
+            .bind(&metric.name)
+            .bind(metric.latitude)
+            .bind(metric.longitude)
+            .execute(&mut **tx)
+            .await?;
+        // The event-level peak only grows.
+        changed += sqlx::query(
+                "INSERT INTO hyp_station_metrics (event_id, station, metric, peak, source_at, received_at, recovered) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id, station, metric) DO UPDATE SET \
+                 peak = excluded.peak, source_at = excluded.source_at, received_at = excluded.received_at, \
+                 recovered = excluded.recovered WHERE excluded.peak > peak",
+            )
+            .bind(event_id)
+            .bind(&metric.station)
+            .bind(&metric.metric)
+            .bind(metric.peak)
+            .bind(metric.source_at)
+            .bind(metric.received_at)
+            .bind(metric.recovered)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+    }
+    Ok(changed)
 }
 
 impl Store {
@@ -391,6 +424,28 @@ impl Store {
                 (label, r.get("solution"), r.get("payload"))
             })
             .collect())
+    }
+
+    /// The solution of each event's latest report, for events the latest report left open (`preliminary`,
+    /// `tracking`): what a restarted detector must close as `interrupted`.
+    pub async fn hyp_open_solutions(&self) -> anyhow::Result<Vec<Vec<u8>>> {
+        Ok(sqlx::query_scalar(
+            "SELECT r.solution FROM hyp_events e JOIN hyp_reports r ON r.event_id = e.id AND r.number = e.latest_number \
+             WHERE e.status IN ('preliminary', 'tracking') ORDER BY e.first_at",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The solution of an event's latest report.
+    pub async fn hyp_latest_solution(&self, id: &str) -> anyhow::Result<Option<Vec<u8>>> {
+        Ok(sqlx::query_scalar(
+            "SELECT r.solution FROM hyp_events e JOIN hyp_reports r ON r.event_id = e.id AND r.number = e.latest_number \
+             WHERE e.id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     /// Events, public events and reports in the hyp archive.

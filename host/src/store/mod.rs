@@ -2,11 +2,13 @@
 //! Writes go through one [`Writer`] (see `writer.rs`), so report ids increase in commit order; reads use a pool.
 
 pub mod backup;
+mod frames;
 mod hyp;
 mod read;
 mod writer;
 
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
+pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary};
 pub use hyp::*;
 pub use read::*;
 pub use writer::{
