@@ -8,7 +8,6 @@ use fake_relay::RelayConfig;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use support::{Server, all_reports, eventually, get_json, osds, start_connected, tempdir};
 
 fn sc_frame(origin: &str, revision: i64, magnitude: f64) -> String {
@@ -120,22 +119,6 @@ fn summary(output: &std::process::Output) -> (PathBuf, u64, usize) {
     (PathBuf::from(path), size, removed)
 }
 
-/// SIGTERM, then waits for the service to finish its shutdown.
-async fn stop(server: &mut Server) {
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
-    for _ in 0..400 {
-        if server.child.try_wait().unwrap().is_some() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("osds serve did not stop; log:\n{}", server.log());
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn backups_are_taken_while_serving_rotated_and_restore_the_archive() {
     let backup_dir = tempdir("backups");
@@ -217,7 +200,7 @@ async fn backups_are_taken_while_serving_rotated_and_restore_the_archive() {
     }
 
     // Rotation: once the service has stopped, at most two backups remain and no temporary file.
-    stop(&mut server).await;
+    server.stop().await;
     let remaining = backup_names(&backup_dir);
     assert!(
         (1..=2).contains(&remaining.len()),

@@ -379,4 +379,48 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     {
         assert_eq!(old["sha256"], new["sha256"]);
     }
+    // The frames stopped 50 s in: the event ended (finalized, or interrupted by the silence), and nothing
+    // followed its end.
+    let statuses: Vec<&str> = after["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["event"]["status"].as_str().unwrap())
+        .collect();
+    let end = statuses
+        .iter()
+        .position(|s| *s == "finalized" || *s == "interrupted")
+        .unwrap_or_else(|| panic!("the event never ended: {statuses:?}"));
+    assert_eq!(end, statuses.len() - 1, "{statuses:?}");
+    assert_eq!(after["status"], statuses[end]);
+
+    // The recorded images replay into a fresh archive and give the same earthquake.
+    let replay = Server::start(
+        "ws://127.0.0.1:9",
+        &[
+            "--no-ingest",
+            "--hyp-source",
+            "replay",
+            "--replay-from",
+            "2000-01-01T00:00:00Z",
+            "--replay-to",
+            "2100-01-01T00:00:00Z",
+            "--stations",
+            &stations,
+            "--hyp-frames-url",
+            &frames_url,
+        ],
+    );
+    let replayed = support::eventually(120, "the replayed event", || async {
+        let status = get_json(&replay.url("/hyp/status")).await;
+        (status["detector"]["state"] == "stopped").then_some(())?;
+        let page = get_json(&replay.url("/hyp/events")).await;
+        let id = page["items"].as_array()?.first()?["id"]
+            .as_str()?
+            .to_string();
+        Some(get_json(&replay.url(&format!("/hyp/events/{}", id_path(&id)))).await)
+    })
+    .await;
+    let (lat, lon, _) = position(&first_tracking(&replayed));
+    assert!(distance_km(lat, lon, 32.742, 130.808) <= 20.0, "{replayed}");
 }

@@ -191,6 +191,22 @@ impl Server {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
 
+    /// SIGTERM, then waits for the service to finish its shutdown.
+    pub async fn stop(&mut self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        for _ in 0..400 {
+            if self.child.try_wait().expect("wait").is_some() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("osds serve did not stop; log:\n{}", self.log());
+    }
+
     /// SIGKILL: no shutdown code runs.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -294,6 +294,17 @@ impl Detector {
         }
     }
 
+    /// No frame for `at_ms`: when the last one is older than the gap limit, the open events end
+    /// `interrupted` (frames stopped), without waiting for the next frame.
+    pub fn silent(&mut self, at_ms: i64) -> Vec<Detection> {
+        match self.last_frame_ms {
+            Some(last) if at_ms - last > self.config.gap_ms && !self.events.is_empty() => {
+                self.stop()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// The frames stop for good (the source ended, the service stops): every reported event still open ends
     /// `interrupted` at the last frame; nothing is finalized that was not.
     pub fn stop(&mut self) -> Vec<Detection> {

@@ -212,8 +212,11 @@ impl Runner {
             .and_then(|v| v.layer(SURFACE_INTENSITY))
             .map(<[Option<f64>]>::to_vec)
         else {
-            // No trigger layer this second: the detector sees the gap by the time of the next frame.
+            // No trigger layer this second: a long enough silence interrupts the open events.
             self.counters.frames_without_trigger_layer += 1;
+            for detection in self.detector.silent(frame.at_ms) {
+                self.report(&detection).await;
+            }
             return;
         };
         self.last_frame_at = Some(frame.at_ms);
