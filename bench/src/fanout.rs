@@ -74,10 +74,38 @@ pub fn nchan_message(tag: char, number: u64) -> String {
     )
 }
 
+/// Which live channel the subscribers use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Protocol {
+    /// Even subscribers SSE, odd WebSocket.
+    Mix,
+    Sse,
+    Ws,
+}
+
+impl Protocol {
+    fn is_sse(self, index: usize) -> bool {
+        match self {
+            Protocol::Mix => index.is_multiple_of(2),
+            Protocol::Sse => true,
+            Protocol::Ws => false,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Mix => "SSE+WS",
+            Protocol::Sse => "SSE",
+            Protocol::Ws => "WS",
+        }
+    }
+}
+
 /// What one fan-out run measured.
 pub struct FanOut {
     pub target: &'static str,
     pub subscribers: usize,
+    pub protocol: Protocol,
     pub rounds: usize,
     /// Latency from publish to arrival over every (subscriber, round) pair, and per protocol.
     pub all: Option<Summary>,
@@ -196,6 +224,7 @@ pub async fn run(
     target: &Target,
     publisher: &Publisher<'_>,
     subscribers: usize,
+    protocol: Protocol,
     rounds: usize,
     interval: Duration,
 ) -> Result<FanOut> {
@@ -217,7 +246,7 @@ pub async fn run(
         let permit = gate.clone().acquire_owned().await?;
         let connected = connected.clone();
         let tx = tx.clone();
-        if index % 2 == 0 {
+        if protocol.is_sse(index) {
             tasks.spawn(sse_subscriber(
                 index,
                 client.clone(),
@@ -321,7 +350,7 @@ pub async fn run(
                     count += 1;
                     let latency = at.saturating_duration_since(sent);
                     last = last.max(at);
-                    if index % 2 == 0 {
+                    if protocol.is_sse(index) {
                         sse_latencies.push(latency);
                     } else {
                         ws_latencies.push(latency);
@@ -347,6 +376,7 @@ pub async fn run(
     Ok(FanOut {
         target: target.name,
         subscribers,
+        protocol,
         rounds,
         all: summarize(&all),
         sse: summarize(&sse_latencies),
@@ -425,18 +455,18 @@ pub fn print(runs: &[FanOut]) {
     );
     for run in runs {
         println!(
-            "{} at {} subscribers: {} reports, peak RSS (VmHWM) {}",
+            "{} at {} subscribers ({}): {} reports, peak RSS (VmHWM) {}",
             run.target,
             run.subscribers,
+            run.protocol.label(),
             run.rounds,
             mb(run.hwm_kb)
         );
     }
     for osds in runs.iter().filter(|r| r.target == "osds") {
-        let Some(peer) = runs
-            .iter()
-            .find(|r| r.target == "nchan" && r.subscribers == osds.subscribers)
-        else {
+        let Some(peer) = runs.iter().find(|r| {
+            r.target == "nchan" && r.subscribers == osds.subscribers && r.protocol == osds.protocol
+        }) else {
             continue;
         };
         let (Some(a), Some(b)) = (osds.all, peer.all) else {
@@ -446,8 +476,9 @@ pub fn print(runs: &[FanOut]) {
             r.rss_connected_kb.saturating_sub(r.rss_idle_kb) as f64 / r.subscribers as f64
         };
         println!(
-            "ratio osds/nchan at {:>5} subscribers: p50 {:.2}x, p99 {:.2}x, max {:.2}x, all-in p50 {:.2}x, memory per subscriber {:.1} kB / {:.1} kB = {:.2}x",
+            "ratio osds/nchan at {:>5} subscribers ({}): p50 {:.2}x, p99 {:.2}x, max {:.2}x, all-in p50 {:.2}x, memory per subscriber {:.1} kB / {:.1} kB = {:.2}x",
             osds.subscribers,
+            osds.protocol.label(),
             a.p50 / b.p50,
             a.p99 / b.p99,
             a.max / b.max,

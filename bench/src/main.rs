@@ -13,9 +13,15 @@
 //!   (unless `--no-peers`), plus push latency to one SSE and one WebSocket subscriber of both, as ratios.
 //! - `wasm`: the same decoder called as a Wasm component (as the host calls it) and natively (`wolfx-core`),
 //!   per frame over the decoder fixtures and the upstream samples, as a ratio.
+//! - `query`: an archive of `--versions` report versions (default 1,000,000) written through the host's writer;
+//!   `osds serve --no-ingest` on it: time to the first 200 of `/status`, memory at rest; `wrk` (a separate
+//!   process) on `/reports?limit=1000`, a filtered `/events?limit=100` and `/events/{id}`, and the same queries
+//!   as Datasette canned queries on the same file, as ratios.
 //!
 //! Every wait is bounded: a benchmark that does not finish in time fails instead of hanging.
 
+mod archive;
+mod breakdown;
 mod fanout;
 mod nchan;
 mod wasm_cost;
@@ -37,8 +43,9 @@ use tokio_tungstenite::tungstenite::Message;
 
 const CHANNEL_PATHS: [&str; 5] = ["/cenc_eew", "/sc_eew", "/fj_eew", "/cq_eew", "/all_eew"];
 const USAGE: &str = "usage: osds-bench [--osds PATH] [--seconds N] [--frames N] [--interval-ms N] \
-[--dir DIR] [--subscribers N[,N...]] [--rounds N] [--round-interval-ms N] [--no-peers] \
-[--samples FILE] <push-latency|ingest|fsync|fan-out|wasm|all>
+[--dir DIR] [--subscribers N[,N...]] [--rounds N] [--round-interval-ms N] [--no-peers] [--protocol mix|sse|ws] \
+[--samples FILE] [--versions N] [--reuse-archive] [--wrk-connections N] [--wrk-seconds N] [--datasette PATH] \
+<push-latency|ingest|fsync|fan-out|wasm|query|all>
 
   --osds PATH        the osds binary to test (default target/release/osds)
   --seconds N        duration of the ingest push phase (default 10)
@@ -49,8 +56,14 @@ const USAGE: &str = "usage: osds-bench [--osds PATH] [--seconds N] [--frames N] 
   --rounds N         reports measured per fan-out size (default 10)
   --round-interval-ms N  pace of the fan-out reports (default 1000; later if a report has not reached everyone)
   --no-peers         skip nginx + nchan in fan-out
+  --protocol P       fan-out subscribers: mix (half SSE, half WebSocket; default), sse or ws
   --samples FILE     upstream frames, one a line, for wasm besides tests/fixtures (default
-                     ../shared/upstream/wolfx-samples.jsonl when it exists)";
+                     ../shared/upstream/wolfx-samples.jsonl when it exists)
+  --versions N       report versions in the query archive (default 1000000)
+  --reuse-archive    keep using an archive of --versions left in --dir by an earlier query run
+  --wrk-connections N, --wrk-seconds N   wrk load per endpoint (default 32 connections, 10 s, 2 threads)
+  --datasette PATH   the datasette program (default $CARGO_TARGET_DIR/bench-venv/bin/datasette, else
+                     target/bench-venv/bin/datasette; skipped when missing)";
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Which {
@@ -59,6 +72,7 @@ enum Which {
     Fsync,
     FanOut,
     Wasm,
+    Query,
     All,
 }
 
@@ -73,7 +87,13 @@ struct Options {
     rounds: usize,
     round_interval: Duration,
     peers: bool,
+    protocol: fanout::Protocol,
     samples: Option<PathBuf>,
+    versions: u64,
+    reuse_archive: bool,
+    wrk_connections: usize,
+    wrk_seconds: u64,
+    datasette: Option<PathBuf>,
     which: Which,
 }
 
@@ -88,8 +108,21 @@ fn parse_args() -> Result<Options> {
         rounds: 10,
         round_interval: Duration::from_millis(1000),
         peers: true,
+        protocol: fanout::Protocol::Mix,
         samples: Some(PathBuf::from("../shared/upstream/wolfx-samples.jsonl"))
             .filter(|p| p.is_file()),
+        versions: 1_000_000,
+        reuse_archive: false,
+        wrk_connections: 32,
+        wrk_seconds: 10,
+        datasette: [
+            std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from),
+            Some(PathBuf::from("target")),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join("bench-venv/bin/datasette"))
+        .find(|p| p.is_file()),
         which: Which::All,
     };
     let mut which = None;
@@ -142,7 +175,31 @@ fn parse_args() -> Result<Options> {
                 )
             }
             "--no-peers" => options.peers = false,
+            "--protocol" => {
+                options.protocol = match value("--protocol")?.as_str() {
+                    "mix" => fanout::Protocol::Mix,
+                    "sse" => fanout::Protocol::Sse,
+                    "ws" => fanout::Protocol::Ws,
+                    other => bail!("--protocol must be mix, sse or ws, not `{other}`"),
+                }
+            }
             "--samples" => options.samples = Some(PathBuf::from(value("--samples")?)),
+            "--versions" => {
+                options.versions = value("--versions")?.parse().context("--versions")?;
+                if options.versions < 2_000 {
+                    bail!("--versions must be at least 2000");
+                }
+            }
+            "--reuse-archive" => options.reuse_archive = true,
+            "--wrk-connections" => {
+                options.wrk_connections = value("--wrk-connections")?
+                    .parse()
+                    .context("--wrk-connections")?
+            }
+            "--wrk-seconds" => {
+                options.wrk_seconds = value("--wrk-seconds")?.parse().context("--wrk-seconds")?
+            }
+            "--datasette" => options.datasette = Some(PathBuf::from(value("--datasette")?)),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -152,6 +209,7 @@ fn parse_args() -> Result<Options> {
             "fsync" => which = Some(Which::Fsync),
             "fan-out" => which = Some(Which::FanOut),
             "wasm" => which = Some(Which::Wasm),
+            "query" => which = Some(Which::Query),
             "all" => which = Some(Which::All),
             other => bail!("unknown argument `{other}`\n{USAGE}"),
         }
@@ -198,7 +256,9 @@ struct Results {
     push_lost: Option<(usize, usize, usize)>,
     ingest: Option<Ingest>,
     fan_out: Vec<fanout::FanOut>,
+    feed_reads: Vec<breakdown::FeedReads>,
     wasm: Option<wasm_cost::WasmCost>,
+    query: Option<archive::QueryResults>,
 }
 
 struct Ingest {
@@ -656,9 +716,7 @@ async fn fan_out(options: &Options, results: &mut Results) -> Result<()> {
     }
     for (n, rounds, interval) in sizes {
         println!(
-            "fan-out: osds, {n} subscribers ({} SSE + {} WebSocket), {rounds} reports {} ms apart",
-            n.div_ceil(2),
-            n / 2,
+            "fan-out: osds, {n} subscribers, {rounds} reports {} ms apart",
             interval.as_millis()
         );
         let (relay, server) = start_connected(options, "fanout").await?;
@@ -669,10 +727,16 @@ async fn fan_out(options: &Options, results: &mut Results) -> Result<()> {
             ready_message: true,
             pids: vec![server.pid()],
         };
+        let protocol = if n == 2 {
+            fanout::Protocol::Mix
+        } else {
+            options.protocol
+        };
         let outcome = fanout::run(
             &target,
             &fanout::Publisher::Relay(&relay),
             n,
+            protocol,
             rounds,
             interval,
         )
@@ -695,13 +759,16 @@ async fn fan_out(options: &Options, results: &mut Results) -> Result<()> {
                 client: reqwest::Client::new(),
                 url: format!("http://{base}/pub"),
             };
-            let outcome = fanout::run(&target, &publisher, n, rounds, interval).await;
+            let outcome = fanout::run(&target, &publisher, n, protocol, rounds, interval).await;
             drop(nginx);
             results.fan_out.push(outcome?);
         }
         // Let the closed connections' TIME_WAIT state not pile up between sizes.
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    let mut readers = vec![1];
+    readers.extend(&options.subscribers);
+    results.feed_reads = breakdown::feed_reads(&options.dir, &readers).await?;
     Ok(())
 }
 
@@ -821,6 +888,30 @@ async fn main() -> Result<()> {
             .context("wasm")?,
         );
     }
+    let wrk_options = archive::WrkOptions {
+        threads: 2,
+        connections: options.wrk_connections,
+        seconds: options.wrk_seconds,
+    };
+    if matches!(options.which, Which::Query | Which::All) {
+        if options.datasette.is_none() {
+            println!(
+                "query: datasette not installed (bench/install-peers.sh); measuring osds only"
+            );
+        }
+        results.query = Some(
+            archive::run(
+                &options.osds,
+                &options.dir,
+                options.versions,
+                options.reuse_archive,
+                options.datasette.clone(),
+                &wrk_options,
+            )
+            .await
+            .context("query")?,
+        );
+    }
     if matches!(options.which, Which::FanOut | Which::All) {
         fan_out(&options, &mut results).await.context("fan-out")?;
     }
@@ -829,5 +920,16 @@ async fn main() -> Result<()> {
         wasm_cost::print(cost);
     }
     fanout::print(&results.fan_out);
+    for reads in &results.feed_reads {
+        println!(
+            "feed reads: {:>5} concurrent Store::reports_after (one per subscriber) took {:8.1} ms; one alone {:.0} us",
+            reads.readers,
+            reads.all_secs * 1000.0,
+            reads.single_us
+        );
+    }
+    if let Some(query) = &results.query {
+        archive::print(query, &wrk_options);
+    }
     Ok(())
 }

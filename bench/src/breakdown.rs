@@ -1,0 +1,132 @@
+//! Where the time goes, measured in-process on the host library's own read path (`osds::store::Store`), to
+//! explain the end-to-end numbers:
+//! - `feed-reads`: every live subscriber reads each new report from the archive itself (`Feed::next` →
+//!   `Store::reports_after`). N concurrent `reports_after` calls, as N subscribers make after one commit, take
+//!   this long at the least, before any serialising or sending.
+//! - `page-cost`: a `/reports?limit=1000` page split into the archive read (`Store::reports_after`, rows →
+//!   JSON values) and the serialisation of the response body, and its size.
+
+use anyhow::{Context, Result};
+use osds::store::{Incoming, UnitKind, UnitRecord};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub struct FeedReads {
+    pub readers: usize,
+    /// Time until all N reads completed.
+    pub all_secs: f64,
+    /// Per read, when done one at a time.
+    pub single_us: f64,
+}
+
+/// A small fresh archive with a few reports, then `readers` concurrent reads of the newest one.
+pub async fn feed_reads(root: &Path, readers: &[usize]) -> Result<Vec<FeedReads>> {
+    let dir = root.join(format!("osds-bench-feed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let url = format!("sqlite://{}", dir.join("osds.db").display());
+    let (store, mut writer) = osds::store::open(&url).await?;
+    let session = writer
+        .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
+        .await?;
+    for n in 0..20 {
+        let text = crate::cq_frame("B", n, 1);
+        let report = match wolfx_core::decode(&wolfx_core::CQ, text.as_bytes()) {
+            Ok(wolfx_core::Decoded::Report(report)) => report,
+            other => anyhow::bail!("frame does not decode: {other:?}"),
+        };
+        let canonical =
+            osds::frame::canonical_without_type(text.as_bytes()).context("canonical")?;
+        writer
+            .ingest(&[Incoming {
+                session_id: session,
+                received_at: osds::time::now_rfc3339(),
+                frame: text.into_bytes(),
+                marker: "websocket-push",
+                units: vec![UnitRecord {
+                    unit_index: 0,
+                    type_tag: Some("cq_eew".into()),
+                    kind: UnitKind::Report {
+                        source: "cq".into(),
+                        identity: crate::archive::sha256_hex(&canonical),
+                        report: Box::new(report),
+                        decoder_name: "wolfx-cq".into(),
+                        decoder_sha256: "0".repeat(64),
+                    },
+                }],
+            }])
+            .await?;
+    }
+    let newest = writer.high_water();
+    let mut out = Vec::new();
+    // Single reads first (warm).
+    let mut single = Duration::ZERO;
+    for _ in 0..200 {
+        let at = Instant::now();
+        store.reports_after(newest - 1, 100).await?;
+        single += at.elapsed();
+    }
+    for &n in readers {
+        let started = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let store = store.clone();
+            tasks.spawn(async move {
+                store
+                    .reports_after(newest - 1, 100)
+                    .await
+                    .map(|p| p.items.len())
+            });
+        }
+        while let Some(outcome) = tasks.join_next().await {
+            outcome??;
+        }
+        out.push(FeedReads {
+            readers: n,
+            all_secs: started.elapsed().as_secs_f64(),
+            single_us: single.as_secs_f64() * 1e6 / 200.0,
+        });
+    }
+    drop(writer);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(out)
+}
+
+pub struct PageCost {
+    pub pages: usize,
+    pub read_ms: f64,
+    pub serialize_ms: f64,
+    pub body_bytes: f64,
+}
+
+/// `pages` random `reports_after(after, 1000)` on the archive at `db`, then their serialisation.
+pub async fn page_cost(db: &Path, versions: u64, pages: usize) -> Result<PageCost> {
+    let (store, writer) = osds::store::open(&format!("sqlite://{}", db.display())).await?;
+    drop(writer);
+    let (mut read, mut serialize, mut bytes) = (Duration::ZERO, Duration::ZERO, 0_usize);
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    for _ in 0..pages {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let after = (seed % versions.saturating_sub(1000).max(1)) as i64;
+        let at = Instant::now();
+        let page = store.reports_after(after, 1000).await?;
+        read += at.elapsed();
+        let at = Instant::now();
+        let body = serde_json::to_vec(&serde_json::json!({
+            "items": page.items,
+            "nextCursor": page.next_cursor,
+            "highWater": page.high_water,
+        }))?;
+        serialize += at.elapsed();
+        bytes += body.len();
+    }
+    Ok(PageCost {
+        pages,
+        read_ms: read.as_secs_f64() * 1000.0 / pages as f64,
+        serialize_ms: serialize.as_secs_f64() * 1000.0 / pages as f64,
+        body_bytes: bytes as f64 / pages as f64,
+    })
+}
