@@ -424,3 +424,84 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     let (lat, lon, _) = position(&first_tracking(&replayed));
     assert!(distance_km(lat, lon, 32.742, 130.808) <= 20.0, "{replayed}");
 }
+
+/// An operator's travel-time table (e.g. JMA2001) replaces the built-in model and shows in the algorithm
+/// fingerprint; a table with holes stops the service at start with the file named.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_travel_time_table_is_named_in_the_algorithm_fingerprint() {
+    let dir = tempdir("travel-times");
+    let stations = dir.join("stations.csv");
+    std::fs::write(
+        &stations,
+        "network,code,name,region,suspended,lat,lon,img_x,img_y\nSYN,A1,a,x,0,35.0,135.0,100,200\n",
+    )
+    .unwrap();
+    let mut table = String::from("depth_km,distance_km,p_ms,s_ms\n");
+    for depth in [0, 50, 100] {
+        for distance in [0, 100, 200] {
+            let r = f64::from(depth * depth + distance * distance).sqrt();
+            table.push_str(&format!(
+                "{depth},{distance},{},{}\n",
+                r / 6.5 * 1000.0,
+                r / 3.8 * 1000.0
+            ));
+        }
+    }
+    let table_path = dir.join("tt.csv");
+    std::fs::write(&table_path, &table).unwrap();
+    let frames_url = format!("sqlite://{}", dir.join("frames.db").display());
+    let stations = stations.display().to_string();
+    let replay = [
+        "--no-ingest",
+        "--hyp-source",
+        "replay",
+        "--replay-from",
+        "2000-01-01T00:00:00Z",
+        "--replay-to",
+        "2000-01-01T00:01:00Z",
+        "--stations",
+        &stations,
+        "--hyp-frames-url",
+        &frames_url,
+    ];
+    let algorithm = |server: Server| async move {
+        support::eventually(60, "the detector's state", || async {
+            let status = get_json(&server.url("/hyp/status")).await;
+            (status["detector"]["state"] == "stopped")
+                .then(|| status["algorithm"].as_str().unwrap().to_string())
+        })
+        .await
+    };
+    let builtin = algorithm(Server::start("ws://127.0.0.1:9", &replay)).await;
+    let table_arg = table_path.display().to_string();
+    let with_table: Vec<&str> = replay
+        .iter()
+        .copied()
+        .chain(["--travel-times", &table_arg])
+        .collect();
+    let tabled = algorithm(Server::start("ws://127.0.0.1:9", &with_table)).await;
+    assert_ne!(builtin, tabled);
+    assert!(tabled.starts_with("osds-hyp/1:"), "{tabled}");
+
+    std::fs::write(
+        &table_path,
+        "depth_km,distance_km,p_ms,s_ms\n0,0,0,0\n0,10,1,2\n10,0,1,2\n",
+    )
+    .unwrap();
+    let output = osds()
+        .arg("serve")
+        .args(with_table)
+        .args(["--listen", "127.0.0.1:0"])
+        .arg("--database-url")
+        .arg(format!("sqlite://{}", dir.join("bad.db").display()))
+        .arg("--admin-socket")
+        .arg(dir.join("bad.sock"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("tt.csv") && stderr.contains("every depth"),
+        "{stderr}"
+    );
+}

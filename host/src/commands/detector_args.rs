@@ -87,6 +87,10 @@ pub struct DetectorArgs {
     /// Hours of fetched images the recorder keeps; 0: record nothing.
     #[arg(long, env = "OSDS_HYP_RECORD_HOURS", default_value_t = 6.0)]
     pub hyp_record_hours: f64,
+    /// Travel-time table to locate with instead of the built-in Vp 6.0 / Vs 3.5 model (e.g. JMA2001): CSV
+    /// with depth_km, distance_km, p_ms, s_ms on a full grid.
+    #[arg(long, env = "OSDS_TRAVEL_TIMES", value_name = "FILE")]
+    pub travel_times: Option<PathBuf>,
     /// First observation time replayed (RFC 3339), with --hyp-source replay.
     #[arg(long, env = "OSDS_REPLAY_FROM", value_name = "TIME", value_parser = parse_time)]
     pub replay_from: Option<i64>,

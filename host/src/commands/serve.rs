@@ -345,6 +345,10 @@ async fn start_detector(
         return Ok(None);
     }
     let network = args.images.network()?;
+    if let Some(path) = &args.travel_times {
+        crate::hyp::traveltime::install(crate::hyp::traveltime::Table::load(path)?)?;
+        tracing::info!(table = %path.display(), model = %crate::hyp::traveltime::model_name(), "travel-time table installed");
+    }
     let (store, writer) = store::open(database_url).await?;
     let frames = store::FrameArchive::open(&args.images.hyp_frames_url).await?;
     let handle = match args.hyp_source {

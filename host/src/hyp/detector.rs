@@ -70,11 +70,14 @@ impl Default for DetectorConfig {
 /// `osds-hyp/1:` and a hash of the parameters that decide results, so a change of any shows in `/hyp/status`.
 pub fn algorithm_fingerprint() -> String {
     use sha2::{Digest, Sha256};
-    let parameters = "trigger rise 1.1/10s, neighbours 15 within 60 km rising 0.5 min(n,max(n/3,4)), lone 2; \
-                      stuck >=3 with neighbours 3 lower; merge 250 km; expiry 10/15/30/60/90 s; \
-                      grid 0.4deg/10,50,90,130 km then 0.1deg/+-20 km, depth 10 fixed <3, cap 130 <5 else 150; \
-                      Vp 6.0 Vs 3.5; pick t-0.5 s; Si-Midorikawa 1999 PGV, I=2.68+1.72logPGV, S-gated, median/MAD; \
-                      tracking >=8 stations stable 10 km 5 s";
+    let parameters = format!(
+        "trigger rise 1.1/10s, neighbours 15 within 60 km rising 0.5 min(n,max(n/3,4)), lone 2; \
+         stuck >=3 with neighbours 3 lower; merge 250 km; expiry 10/15/30/60/90 s; \
+         grid 0.4deg/10,50,90,130 km then 0.1deg/+-20 km, depth 10 fixed <3, cap 130 <5 else 150; \
+         {}; pick t-0.5 s; Si-Midorikawa 1999 PGV, I=2.68+1.72logPGV, S-gated, median/MAD; \
+         tracking >=8 stations stable 10 km 5 s",
+        super::traveltime::model_name()
+    );
     let digest = Sha256::digest(parameters.as_bytes());
     format!("osds-hyp/1:{}", hex::encode(&digest[..6]))
 }

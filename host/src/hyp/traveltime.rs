@@ -1,8 +1,144 @@
-//! The project's own 1-D travel-time model: straight rays at Vp 6.0 and Vs 3.5 km/s from the hypocentre,
-//! adequate within about 150 km. (An operator-configured JMA2001 table is a later addition.)
+//! Travel times. The project's own 1-D model: straight rays at Vp 6.0 and Vs 3.5 km/s from the hypocentre,
+//! adequate within about 150 km. An operator may install a travel-time table instead (e.g. JMA2001, CSV
+//! `depth_km,distance_km,p_ms,s_ms` on a full depth × distance grid), read bilinearly; it is chosen once per
+//! process, before the detector starts, and named in the algorithm fingerprint.
+
+use anyhow::Context;
+use std::path::Path;
+use std::sync::OnceLock;
 
 pub const VP_KM_S: f64 = 6.0;
 pub const VS_KM_S: f64 = 3.5;
+
+/// A travel-time table on a depth × distance grid.
+#[derive(Debug, Clone)]
+pub struct Table {
+    depths: Vec<f64>,
+    distances: Vec<f64>,
+    /// Seconds, `[depth][distance]`.
+    p: Vec<Vec<f64>>,
+    s: Vec<Vec<f64>>,
+    /// Short SHA-256 of the file, for the fingerprint.
+    pub digest: String,
+}
+
+static TABLE: OnceLock<Table> = OnceLock::new();
+
+/// Installs `table` as the process's travel-time model; refused when one is installed already.
+pub fn install(table: Table) -> anyhow::Result<()> {
+    TABLE
+        .set(table)
+        .map_err(|_| anyhow::anyhow!("a travel-time table is installed already"))
+}
+
+/// The model in use, for the fingerprint: `Vp 6.0 Vs 3.5` or `table <digest>`.
+pub fn model_name() -> String {
+    match TABLE.get() {
+        Some(table) => format!("table {}", table.digest),
+        None => format!("Vp {VP_KM_S:.1} Vs {VS_KM_S:.1}"),
+    }
+}
+
+impl Table {
+    /// Parses the CSV (header `depth_km,distance_km,p_ms,s_ms`, columns in any order).
+    pub fn parse(text: &str) -> anyhow::Result<Table> {
+        use sha2::{Digest, Sha256};
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty());
+        let (_, header) = lines.next().context("the travel-time table is empty")?;
+        let names: Vec<&str> = header.split(',').map(str::trim).collect();
+        let column = |name: &str| {
+            names
+                .iter()
+                .position(|n| *n == name)
+                .with_context(|| format!("the travel-time table has no `{name}` column"))
+        };
+        let (cd, cx, cp, cs) = (
+            column("depth_km")?,
+            column("distance_km")?,
+            column("p_ms")?,
+            column("s_ms")?,
+        );
+        let mut rows = Vec::new();
+        for (n, line) in lines {
+            let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+            let number = |i: usize| -> anyhow::Result<f64> {
+                cells
+                    .get(i)
+                    .and_then(|c| c.parse::<f64>().ok())
+                    .filter(|v| v.is_finite())
+                    .with_context(|| format!("line {}: not a number in column {}", n + 1, i + 1))
+            };
+            rows.push((
+                number(cd)?,
+                number(cx)?,
+                number(cp)? / 1000.0,
+                number(cs)? / 1000.0,
+            ));
+        }
+        let axis = |values: Vec<f64>| {
+            let mut values = values;
+            values.sort_by(f64::total_cmp);
+            values.dedup();
+            values
+        };
+        let depths = axis(rows.iter().map(|r| r.0).collect());
+        let distances = axis(rows.iter().map(|r| r.1).collect());
+        anyhow::ensure!(
+            depths.len() >= 2 && distances.len() >= 2,
+            "the travel-time table needs at least two depths and two distances"
+        );
+        let mut p = vec![vec![f64::NAN; distances.len()]; depths.len()];
+        let mut s = p.clone();
+        for (depth, distance, tp, ts) in rows {
+            let i = depths.partition_point(|d| *d < depth);
+            let j = distances.partition_point(|d| *d < distance);
+            p[i][j] = tp;
+            s[i][j] = ts;
+        }
+        anyhow::ensure!(
+            p.iter().chain(&s).flatten().all(|t| t.is_finite()),
+            "the travel-time table does not cover every depth × distance pair"
+        );
+        let digest = hex::encode(&Sha256::digest(text.as_bytes())[..6]);
+        Ok(Table {
+            depths,
+            distances,
+            p,
+            s,
+            digest,
+        })
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<Table> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read travel-time table {}", path.display()))?;
+        Table::parse(&text).with_context(|| format!("travel-time table {}", path.display()))
+    }
+
+    /// Bilinear reading, clamped to the table's edges.
+    fn read(&self, grid: &[Vec<f64>], distance: f64, depth: f64) -> f64 {
+        let (i, fi) = cell(&self.depths, depth);
+        let (j, fj) = cell(&self.distances, distance);
+        let at = |a: usize, b: usize| grid[a][b];
+        let near = at(i, j) * (1.0 - fj) + at(i, j + 1) * fj;
+        let far = at(i + 1, j) * (1.0 - fj) + at(i + 1, j + 1) * fj;
+        near * (1.0 - fi) + far * fi
+    }
+}
+
+/// The cell of `axis` holding `x` (clamped) and the fraction across it.
+fn cell(axis: &[f64], x: f64) -> (usize, f64) {
+    let last = axis.len() - 2;
+    let i = axis
+        .partition_point(|v| *v <= x)
+        .saturating_sub(1)
+        .min(last);
+    let fraction = ((x - axis[i]) / (axis[i + 1] - axis[i])).clamp(0.0, 1.0);
+    (i, fraction)
+}
 
 /// Hypocentral distance in km from epicentral distance and depth.
 pub fn hypocentral_km(epicentral_km: f64, depth_km: f64) -> f64 {
@@ -11,12 +147,18 @@ pub fn hypocentral_km(epicentral_km: f64, depth_km: f64) -> f64 {
 
 /// P travel time in seconds.
 pub fn p_seconds(epicentral_km: f64, depth_km: f64) -> f64 {
-    hypocentral_km(epicentral_km, depth_km) / VP_KM_S
+    match TABLE.get() {
+        Some(table) => table.read(&table.p, epicentral_km, depth_km),
+        None => hypocentral_km(epicentral_km, depth_km) / VP_KM_S,
+    }
 }
 
 /// S travel time in seconds.
 pub fn s_seconds(epicentral_km: f64, depth_km: f64) -> f64 {
-    hypocentral_km(epicentral_km, depth_km) / VS_KM_S
+    match TABLE.get() {
+        Some(table) => table.read(&table.s, epicentral_km, depth_km),
+        None => hypocentral_km(epicentral_km, depth_km) / VS_KM_S,
+    }
 }
 
 #[cfg(test)]
@@ -28,5 +170,41 @@ mod tests {
         assert!((p_seconds(60.0, 0.0) - 10.0).abs() < 1e-12);
         assert!(s_seconds(60.0, 10.0) > p_seconds(60.0, 10.0));
         assert!(p_seconds(100.0, 10.0) > p_seconds(50.0, 10.0));
+    }
+
+    /// A table written from straight rays reads back as straight rays between its nodes.
+    #[test]
+    fn a_table_is_read_bilinearly_and_clamped() {
+        let mut csv = String::from("depth_km,distance_km,p_ms,s_ms\n");
+        for depth in (0..=100).step_by(10) {
+            for distance in (0..=300).step_by(5) {
+                let r = hypocentral_km(f64::from(distance), f64::from(depth));
+                csv.push_str(&format!(
+                    "{depth},{distance},{},{}\n",
+                    r / VP_KM_S * 1000.0,
+                    r / VS_KM_S * 1000.0
+                ));
+            }
+        }
+        let table = Table::parse(&csv).unwrap();
+        let p = table.read(&table.p, 123.4, 37.0);
+        assert!(
+            (p - hypocentral_km(123.4, 37.0) / VP_KM_S).abs() < 0.05,
+            "{p}"
+        );
+        // Past the edge: the edge's value.
+        assert_eq!(
+            table.read(&table.s, 999.0, 500.0),
+            table.read(&table.s, 300.0, 100.0)
+        );
+    }
+
+    #[test]
+    fn a_table_with_holes_or_garbage_is_refused() {
+        assert!(
+            Table::parse("depth_km,distance_km,p_ms,s_ms\n0,0,0,0\n0,10,1,2\n10,0,1,2\n").is_err()
+        );
+        assert!(Table::parse("depth_km,distance_km,p_ms\n0,0,0\n").is_err());
+        assert!(Table::parse("depth_km,distance_km,p_ms,s_ms\n0,0,x,0\n").is_err());
     }
 }
