@@ -313,6 +313,8 @@ async fn wrk(
         .arg(format!("-c{}", options.connections))
         .arg(format!("-d{}s", options.seconds))
         .arg("--latency")
+        // Slow answers are measured, not dropped as timeouts (wrk's default is 2 s).
+        .args(["--timeout", "60s"])
         .arg("-s")
         .arg(&path)
         .arg(base)
