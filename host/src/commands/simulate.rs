@@ -189,21 +189,12 @@ fn setup(scenario: Scenario) -> Setup {
     }
 }
 
-/// Pixel of a synthetic station on the monitor images (a plain equirectangular fit of the images' extent).
-fn pixel(station: &Station) -> (u32, u32) {
-    let x = ((station.longitude - 128.0) * 19.5)
-        .round()
-        .clamp(0.0, 351.0);
-    let y = ((46.2 - station.latitude) * 25.0).round().clamp(0.0, 399.0);
-    (x as u32, y as u32)
-}
-
 /// The scenario's network: every station on its own pixel (a station whose pixel is taken is left out).
 fn network(stations: &[Station]) -> Network {
     let mut network = Network::default();
     let mut taken = std::collections::HashSet::new();
     for station in stations {
-        let pixel = pixel(station);
+        let pixel = kmoni::synthetic_pixel(station.latitude, station.longitude);
         if taken.insert(pixel) {
             network.stations.push(station.clone());
             network.pixels.push(pixel);

@@ -218,18 +218,39 @@ impl Image {
     }
 }
 
+/// Pixel of a synthetic station at `latitude`, `longitude` on the monitor images: a plain equirectangular fit
+/// of the images' extent (about 128–146°E, 30–46°N), for synthetic station tables.
+pub fn synthetic_pixel(latitude: f64, longitude: f64) -> (u32, u32) {
+    let x = ((longitude - 128.0) * 19.5)
+        .round()
+        .clamp(0.0, f64::from(WIDTH - 1));
+    let y = ((46.2 - latitude) * 25.0)
+        .round()
+        .clamp(0.0, f64::from(HEIGHT - 1));
+    (x as u32, y as u32)
+}
+
 /// Steps of the rendered scale: intensity −3.0 … 7.0 in 0.1 (101 colours), then one transparent entry.
 const STEPS: usize = 101;
+
+/// The rendered scale's palette (RGB triples), found once: each colour is a search along the scale.
+fn scale_palette() -> &'static [u8] {
+    static PALETTE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    PALETTE.get_or_init(|| {
+        let mut palette = Vec::with_capacity((STEPS + 1) * 3);
+        for step in 0..STEPS {
+            let c = colour::render(-3.0 + step as f64 / 10.0);
+            palette.extend_from_slice(&[c.r, c.g, c.b]);
+        }
+        palette.extend_from_slice(&[255, 255, 255]);
+        palette
+    })
+}
 
 /// Renders a monitor-layout GIF of `layer` with each station's value at its pixel (`None`: left transparent),
 /// quantised to the 0.1-intensity steps of the scale.
 pub fn render(layer: Layer, stations: &[((u32, u32), Option<f64>)]) -> Vec<u8> {
-    let mut palette = Vec::with_capacity((STEPS + 1) * 3);
-    for step in 0..STEPS {
-        let c = colour::render(-3.0 + step as f64 / 10.0);
-        palette.extend_from_slice(&[c.r, c.g, c.b]);
-    }
-    palette.extend_from_slice(&[255, 255, 255]);
+    let palette = scale_palette();
     let transparent = STEPS as u8;
     let mut indices = vec![transparent; usize::from(WIDTH) * usize::from(HEIGHT)];
     for &((x, y), value) in stations {
@@ -245,7 +266,7 @@ pub fn render(layer: Layer, stations: &[((u32, u32), Option<f64>)]) -> Vec<u8> {
     let mut out = Vec::new();
     {
         let mut encoder =
-            gif::Encoder::new(&mut out, WIDTH, HEIGHT, &palette).expect("writing to memory");
+            gif::Encoder::new(&mut out, WIDTH, HEIGHT, palette).expect("writing to memory");
         let frame = gif::Frame {
             width: WIDTH,
             height: HEIGHT,
