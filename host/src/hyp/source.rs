@@ -182,7 +182,15 @@ impl KmoniFetcher {
         let present = frame.image(self.trigger_layer).is_some();
         self.outage = !present;
         match (present, self.gap_start) {
-            (false, None) => self.gap_start = Some(frame.at_ms),
+            (false, None) => {
+                self.gap_start = Some(frame.at_ms);
+                tracing::warn!(
+                    at = frame.at_ms,
+                    layer = %self.trigger_layer,
+                    error = self.health.last_error.as_deref().unwrap_or(""),
+                    "hyp: monitor images stopped arriving"
+                );
+            }
             (true, Some(start)) => {
                 self.gap_start = None;
                 self.record_gap(start, frame.at_ms - 1000);
@@ -257,7 +265,12 @@ impl FrameSource for KmoniFetcher {
     }
 
     fn health(&self) -> SourceHealth {
-        self.health.clone()
+        let mut health = self.health.clone();
+        // A gap still open shows up to the last second asked for.
+        if let Some(start) = self.gap_start {
+            health.gaps.push([start, self.next_ms - 1000]);
+        }
+        health
     }
 }
 
