@@ -27,6 +27,12 @@ fn agreeing(picks: &[Pick], h: &Hypocentre) -> Vec<bool> {
         .collect()
 }
 
+/// After an event is interrupted its waves keep arriving: for this long a trigger that its P…S window explains
+/// is that event's, not a new one.
+const AFTERMATH_MS: i64 = 180_000;
+/// Seconds after the S arrival that still count as the interrupted event's shaking.
+const AFTERMATH_CODA_S: f64 = 20.0;
+
 /// A solution to report, with the event-level peaks of its stations (station, peak intensity, observed at).
 #[derive(Debug, Clone)]
 pub struct Detection {
@@ -135,6 +141,8 @@ pub struct Detector {
     frame_index: u64,
     latest: Vec<Option<f64>>,
     next_sequence: usize,
+    /// Where recently interrupted events were, and until when their waves explain new triggers.
+    aftermaths: Vec<(Hypocentre, i64)>,
 }
 
 impl Detector {
@@ -156,6 +164,7 @@ impl Detector {
             last_frame_ms: None,
             frame_index: 0,
             next_sequence: 1,
+            aftermaths: Vec::new(),
         }
     }
 
@@ -180,14 +189,20 @@ impl Detector {
             && at_ms - last > self.config.gap_ms
         {
             out.extend(self.interrupt_all(last));
+            self.trigger.forget_history();
         }
         self.last_frame_ms = Some(at_ms);
         let frame = self.frame_index;
         self.frame_index += 1;
         self.latest = values.to_vec();
 
+        self.aftermaths.retain(|(_, until)| *until > at_ms);
         for fired in self.trigger.step(values) {
             let pick_ms = at_ms - (frame - fired.onset_frame) as i64 * 1000 - 500;
+            if self.in_aftermath(fired.station, pick_ms) {
+                self.trigger.reset(fired.station);
+                continue;
+            }
             self.associate(fired.station, pick_ms, at_ms);
         }
         self.merge_events();
@@ -201,6 +216,19 @@ impl Detector {
         }
         self.events.retain(|e| !e.done);
         out
+    }
+
+    /// Whether an interrupted event's waves explain a trigger: the pick lies between that event's P arrival
+    /// (less 3 s) and its S arrival plus the coda at this station.
+    fn in_aftermath(&self, station: usize, pick_ms: i64) -> bool {
+        let here = &self.positions[station];
+        let pick = pick_ms as f64 / 1000.0;
+        self.aftermaths.iter().any(|(h, _)| {
+            let d = distance_km(h.latitude, h.longitude, here.latitude, here.longitude);
+            let p = h.origin + super::traveltime::p_seconds(d, h.depth_km);
+            let s = h.origin + s_seconds(d, h.depth_km);
+            pick >= p - 3.0 && pick <= s + AFTERMATH_CODA_S
+        })
     }
 
     fn associate(&mut self, station: usize, pick_ms: i64, now_ms: i64) {
@@ -330,6 +358,9 @@ impl Detector {
             let event = &self.events[index];
             let closing =
                 (event.reports > 0 && event.status != "candidate").then_some("interrupted");
+            if let Some(h) = &event.last {
+                self.aftermaths.push((h.clone(), last_ms + AFTERMATH_MS));
+            }
             out.extend(self.close(index, last_ms, closing));
         }
         out

@@ -107,6 +107,15 @@ impl Trigger {
         self.refractory_until[station] = self.frame + REFRACTORY_FRAMES;
     }
 
+    /// Frames stopped for a while: values from before the gap say nothing about a rise now (a station reached
+    /// during the gap would read as rising), so every window starts again empty.
+    pub fn forget_history(&mut self) {
+        for (history, onset) in self.history.iter_mut().zip(&mut self.onset) {
+            history.clear();
+            *onset = None;
+        }
+    }
+
     /// Takes one frame (a value or no data per station) and returns the stations that trigger on it.
     pub fn step(&mut self, values: &[Option<f64>]) -> Vec<Triggered> {
         let frame = self.frame;
