@@ -7,6 +7,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::gateway::HeldSlot;
 use super::params::{MAX_SAFE_INTEGER, Params, parse_int};
+use super::recent::{RecentReports, Rendered};
 use crate::store::Store;
 use crate::time::now_rfc3339;
 use axum::extract::ws::{
@@ -19,12 +20,17 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until, timeout};
 
 /// Most reports read in one query once the backlog is replayed.
 const LIVE_BATCH: i64 = 1000;
+/// Read and write buffer of a live WebSocket.
+const WS_BUFFER: usize = 8 * 1024;
+/// Largest message a live WebSocket consumer may send.
+const WS_MAX_INCOMING: usize = 64 * 1024;
 /// SSE events queued for one consumer before its producer waits on it.
 const SSE_QUEUE: usize = 64;
 /// A WebSocket peer that answers no ping for this many ping intervals is gone.
@@ -60,9 +66,11 @@ impl Default for LiveConfig {
     }
 }
 
-/// The reports after one consumer's cursor, in id order, from the database.
+/// The reports after one consumer's cursor, in id order: from the shared ring of recent reports when it covers
+/// the cursor, else from the database.
 pub struct Feed {
     store: Store,
+    recent: Arc<RecentReports>,
     high_water: watch::Receiver<i64>,
     cursor: i64,
     /// Ids up to here existed when the consumer connected: they are the backlog, replayed at the paced rate.
@@ -82,6 +90,7 @@ impl Feed {
         let batch = (rate / 10.0).ceil().max(1.0);
         Feed {
             store: state.store.clone(),
+            recent: state.recent.clone(),
             high_water,
             cursor: after.unwrap_or(horizon),
             replay_until: horizon,
@@ -105,7 +114,7 @@ impl Feed {
 
     /// The next reports after the cursor, waiting for a commit when there are none. Cancel-safe: the cursor
     /// moves only when a batch is returned.
-    pub async fn next(&mut self) -> anyhow::Result<Vec<Value>> {
+    pub async fn next(&mut self) -> anyhow::Result<Vec<Arc<Rendered>>> {
         loop {
             let horizon = *self.high_water.borrow_and_update();
             if self.cursor < horizon {
@@ -114,13 +123,27 @@ impl Feed {
                     sleep_until(self.next_batch_at).await;
                 }
                 let limit = if replaying { self.batch } else { LIVE_BATCH };
-                let page = self.store.reports_after(self.cursor, limit).await?;
+                let page = match self
+                    .recent
+                    .after(self.cursor, horizon, limit as usize)
+                    .await?
+                {
+                    Some(page) => page,
+                    None => self
+                        .store
+                        .reports_after(self.cursor, limit)
+                        .await?
+                        .items
+                        .into_iter()
+                        .map(|r| Arc::new(Rendered::new(r)))
+                        .collect(),
+                };
                 if replaying {
                     self.next_batch_at = Instant::now() + self.pace;
                 }
-                if let Some(last) = page.items.last().and_then(|r| r["id"].as_i64()) {
-                    self.cursor = last;
-                    return Ok(page.items);
+                if let Some(last) = page.last() {
+                    self.cursor = last.id;
+                    return Ok(page);
                 }
             }
             if self.high_water.changed().await.is_err() {
@@ -278,8 +301,8 @@ async fn produce_sse(state: AppState, mut feed: Feed, events: mpsc::Sender<Event
                 };
                 let mut outcome = Sent::Ok;
                 for report in reports {
-                    let id = report["id"].as_i64().unwrap_or_default();
-                    let event = json_event("report", &report).id(id.to_string());
+                    let id = report.id;
+                    let event = Event::default().event("report").data(&report.text).id(id.to_string());
                     outcome = queue_event(&events, event, patience).await;
                     if !matches!(outcome, Sent::Ok) {
                         break;
@@ -327,6 +350,12 @@ pub async fn ws(
     })?;
     // The cursor is fixed when the request arrives, before the upgrade completes.
     let feed = Feed::start(&state, after);
+    // Consumers only send `ping`: small buffers keep ten thousand sockets cheap (the defaults are 128 KiB).
+    let upgrade = upgrade
+        .read_buffer_size(WS_BUFFER)
+        .write_buffer_size(WS_BUFFER)
+        .max_message_size(WS_MAX_INCOMING)
+        .max_frame_size(WS_MAX_INCOMING);
     Ok(upgrade.on_upgrade(move |socket| async move {
         // The socket occupies one of its client's connection slots for as long as it is open.
         let _slot = slot;
@@ -366,10 +395,7 @@ async fn run_ws(state: AppState, mut feed: Feed, socket: WebSocket) {
             batch = feed.next() => match batch {
                 Ok(reports) => reports
                     .into_iter()
-                    .map(|report| {
-                        let id = report["id"].as_i64().unwrap_or_default();
-                        (Some(id), send(json!({ "type": "report", "id": id, "data": report })))
-                    })
+                    .map(|report| (Some(report.id), Message::text(report.ws_text.as_str())))
                     .collect(),
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "live feed cannot read the archive; closing the socket");

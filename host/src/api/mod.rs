@@ -6,6 +6,7 @@ pub mod gateway;
 mod hyp;
 pub mod live;
 pub mod params;
+pub mod recent;
 
 use crate::decoders::SharedDecoders;
 use crate::ingest::LiveState;
@@ -37,6 +38,8 @@ pub struct AppState {
     pub backups: Arc<crate::store::BackupSettings>,
     /// The hyp report shaper in service; `/hyp/status` names it.
     pub shaper: crate::components::SharedShaper,
+    /// Recently committed reports, read and rendered once for all live consumers.
+    pub recent: Arc<recent::RecentReports>,
 }
 
 /// The whole public surface: the `/api/v1` routes behind the entrance's layers. Outermost first: methods,

@@ -238,7 +238,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anyhow::bail!("--rate-limit-per-sec and --rate-limit-burst must be positive");
     }
     let (stopping, shutdown) = tokio::sync::watch::channel(false);
+    let recent = Arc::new(crate::api::recent::RecentReports::new(
+        store.clone(),
+        *archive.high_water().borrow(),
+    ));
     let state = AppState {
+        recent,
         store,
         live: live.clone(),
         decoders,
