@@ -230,9 +230,13 @@ impl Store {
         }
         let total = count.fetch_one(&self.pool).await?;
 
+        // The page's ids first, from the events table alone (a deep OFFSET then skips index entries, not
+        // joined rows); then their columns.
         let list_sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id {where_sql} \
-             ORDER BY e.sort_ms DESC, e.last_report_id DESC LIMIT ? OFFSET ?"
+            "SELECT {EVENT_COLUMNS} FROM (SELECT e.id FROM events e {where_sql} \
+             ORDER BY e.sort_ms DESC, e.last_report_id DESC LIMIT ? OFFSET ?) page \
+             JOIN events e ON e.id = page.id JOIN reports r ON r.id = e.latest_report_id \
+             ORDER BY e.sort_ms DESC, e.last_report_id DESC"
         );
         let mut list = sqlx::query(&list_sql);
         for bind in &binds {
