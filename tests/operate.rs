@@ -75,13 +75,21 @@ async fn decoder_of(server: &Server, source: &str) -> Value {
 async fn a_decoder_swapped_under_a_steady_stream_decodes_every_frame_exactly_once() {
     let v2 = guest_component(TEST_DECODERS, "test_decoder_sc_v2.wasm");
     let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
-    const FRAMES: u32 = 150;
+    // The stream goes on until 50 frames after the install returned, however long the install takes (it
+    // compiles the component: slow in a debug build on a busy machine).
+    let installed_flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = installed_flag.clone();
     let pusher = tokio::spawn(async move {
-        for n in 1..=FRAMES {
+        let (mut n, mut after_install) = (0u32, 0u32);
+        while after_install < 50 && n < 5_000 {
+            n += 1;
             relay.push_to("/sc_eew", sc_frame(n).as_bytes()).await;
             tokio::time::sleep(Duration::from_millis(10)).await;
+            if done.load(std::sync::atomic::Ordering::SeqCst) {
+                after_install += 1;
+            }
         }
-        relay
+        (relay, n)
     });
     eventually(30, "a part of the stream archived", || async {
         (archive(&server).await["versions"].as_i64().unwrap() >= 30).then_some(())
@@ -94,15 +102,16 @@ async fn a_decoder_swapped_under_a_steady_stream_decodes_every_frame_exactly_onc
         "{}",
         text(&installed)
     );
-    let _relay = pusher.await.unwrap();
+    installed_flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (_relay, frames) = pusher.await.unwrap();
 
     let counts = eventually(30, "every frame archived", || async {
         let counts = archive(&server).await;
-        (counts["deliveries"] == FRAMES).then_some(counts)
+        (counts["deliveries"] == frames).then_some(counts)
     })
     .await;
     assert_eq!(
-        counts["versions"], FRAMES,
+        counts["versions"], frames,
         "none dropped, none decoded twice"
     );
     assert_eq!(counts["unparsed"], 0);
@@ -111,7 +120,7 @@ async fn a_decoder_swapped_under_a_steady_stream_decodes_every_frame_exactly_onc
         .iter()
         .map(|r| r["decoder"]["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(names.len(), FRAMES as usize);
+    assert_eq!(names.len(), frames as usize);
     let switch = names
         .iter()
         .position(|n| n == "wolfx-sc-v2")

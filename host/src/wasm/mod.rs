@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
+    StoreLimitsBuilder,
+};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -56,6 +59,10 @@ fn stderr_suffix(stderr: &str) -> String {
     }
 }
 
+/// Component instances alive at once (concurrent calls) that the pool holds; ample for the ingest pipeline,
+/// canaries and the hyp shaper together.
+const POOL_INSTANCES: u32 = 64;
+
 /// Per-call store state: an empty WASI context, its resource table, the limits, the captured stderr.
 pub(crate) struct CallState {
     wasi: WasiCtx,
@@ -86,6 +93,15 @@ impl Runtime {
         let mut config = Config::new();
         config.epoch_interruption(true);
         config.wasm_component_model(true);
+        // Every call instantiates afresh; from a pool of pre-reserved slots that costs no mapping of a new
+        // linear memory (most of a decode's time before). The limiter still enforces `memory_bytes` first.
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(POOL_INSTANCES)
+            .total_core_instances(POOL_INSTANCES * 8)
+            .total_memories(POOL_INSTANCES * 4)
+            .total_tables(POOL_INSTANCES * 4)
+            .max_memory_size(limits.memory_bytes.saturating_mul(2));
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
