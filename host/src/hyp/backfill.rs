@@ -4,7 +4,7 @@
 //! live, is added marked `recovered`. Reports are never touched and nothing here feeds live detection.
 
 use super::kmoni::{Image, Layer};
-use super::runner::Network;
+use super::runner::{Network, station_metric};
 use super::source::{KmoniFetcher, SourceFrame};
 use crate::store::{FrameArchive, StationMetric, Store, Writer};
 use crate::time::now_ms;
@@ -94,20 +94,7 @@ pub async fn backfill(
     }
     let metrics: Vec<StationMetric> = peaks
         .into_iter()
-        .map(|((s, layer), (peak, at, received_at))| {
-            let station = &network.stations[stations[s]];
-            StationMetric {
-                station: station.code.clone(),
-                name: station.name.clone(),
-                latitude: station.latitude,
-                longitude: station.longitude,
-                metric: layer.metric(),
-                peak,
-                source_at: at,
-                received_at,
-                recovered: true,
-            }
-        })
+        .map(|((s, layer), peak)| station_metric(&network.stations[stations[s]], layer, peak, true))
         .collect();
     summary.peaks_added = writer.add_hyp_station_metrics(event_id, &metrics).await?;
     Ok(summary)

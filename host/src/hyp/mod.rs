@@ -6,6 +6,7 @@
 
 pub mod backfill;
 pub mod colour;
+pub mod csv;
 pub mod detector;
 pub mod geo;
 pub mod kmoni;

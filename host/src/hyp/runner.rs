@@ -275,7 +275,12 @@ impl Runner {
                 .iter()
                 .find(|v| v.at_ms == *at)
                 .map_or(*at, |v| v.received_at);
-            metrics.push(metric(station, SURFACE_INTENSITY, *peak, *at, received_at));
+            metrics.push(station_metric(
+                station,
+                SURFACE_INTENSITY,
+                (*peak, *at, received_at),
+                false,
+            ));
             let Some(&i) = self.index.get(&station.code) else {
                 continue;
             };
@@ -295,7 +300,12 @@ impl Runner {
             let mut best: Vec<_> = best.into_iter().collect();
             best.sort_by_key(|(layer, _)| *layer);
             for (layer, (peak, at, received_at)) in best {
-                metrics.push(metric(station, layer, peak, at, received_at));
+                metrics.push(station_metric(
+                    station,
+                    layer,
+                    (peak, at, received_at),
+                    false,
+                ));
             }
         }
         metrics
@@ -418,7 +428,13 @@ impl Runner {
     }
 }
 
-fn metric(station: &Station, layer: Layer, peak: f64, at: i64, received_at: i64) -> StationMetric {
+/// A station's peak of one layer, as stored with an event.
+pub fn station_metric(
+    station: &Station,
+    layer: Layer,
+    (peak, at, received_at): (f64, i64, i64),
+    recovered: bool,
+) -> StationMetric {
     StationMetric {
         station: station.code.clone(),
         name: station.name.clone(),
@@ -428,6 +444,6 @@ fn metric(station: &Station, layer: Layer, peak: f64, at: i64, received_at: i64)
         peak,
         source_at: at,
         received_at,
-        recovered: false,
+        recovered,
     }
 }

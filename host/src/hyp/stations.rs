@@ -2,6 +2,7 @@
 //! suspended, lat, lon, img_x, img_y` in any order (the layout of NIED's station list as matched to the
 //! monitor images); a station without a pixel is not on the images. The project ships no table.
 
+use super::csv::{Csv, number};
 use super::detector::Station;
 use anyhow::Context;
 use std::path::Path;
@@ -50,36 +51,17 @@ const COLUMNS: [&str; 9] = [
 
 /// Parses the table; a malformed row is an error naming its line.
 pub fn parse(text: &str) -> anyhow::Result<Vec<TableStation>> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    let (_, header) = lines.next().context("the station table is empty")?;
-    let names: Vec<&str> = header.split(',').map(str::trim).collect();
-    let index = |column: &str| {
-        names
-            .iter()
-            .position(|n| *n == column)
-            .with_context(|| format!("the station table has no `{column}` column"))
-    };
+    let table = Csv::parse(text, "the station table")?;
     let at: Vec<usize> = COLUMNS
         .iter()
-        .map(|c| index(c))
+        .map(|c| table.column(c))
         .collect::<anyhow::Result<_>>()?;
-    lines
-        .map(|(number, line)| {
-            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-            let field = |i: usize| fields.get(at[i]).copied().unwrap_or("");
+    table
+        .rows
+        .iter()
+        .map(|(line, cells)| {
+            let field = |i: usize| cells.get(at[i]).copied().unwrap_or("");
             let row = || -> anyhow::Result<TableStation> {
-                let number = |i: usize| -> anyhow::Result<f64> {
-                    field(i)
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|v| v.is_finite())
-                        .with_context(|| {
-                            format!("`{}` is not a number: {:?}", COLUMNS[i], field(i))
-                        })
-                };
                 let pixel = match (field(7), field(8)) {
                     ("", "") => None,
                     (x, y) => Some((
@@ -89,8 +71,8 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<TableStation>> {
                             .with_context(|| format!("`img_y` is not a pixel: {y:?}"))?,
                     )),
                 };
-                let latitude = number(5)?;
-                let longitude = number(6)?;
+                let latitude = number(cells, at[5], COLUMNS[5])?;
+                let longitude = number(cells, at[6], COLUMNS[6])?;
                 anyhow::ensure!(
                     (-90.0..=90.0).contains(&latitude) && (-180.0..=180.0).contains(&longitude),
                     "coordinates out of range: {latitude}, {longitude}"
@@ -107,7 +89,7 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<TableStation>> {
                     pixel,
                 })
             };
-            row().with_context(|| format!("station table line {}", number + 1))
+            row().with_context(|| format!("station table line {line}"))
         })
         .collect()
 }

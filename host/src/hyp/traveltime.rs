@@ -3,6 +3,7 @@
 //! `depth_km,distance_km,p_ms,s_ms` on a full depth × distance grid), read bilinearly; it is chosen once per
 //! process, before the detector starts, and named in the algorithm fingerprint.
 
+use super::csv::{Csv, number};
 use anyhow::Context;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -43,40 +44,17 @@ impl Table {
     /// Parses the CSV (header `depth_km,distance_km,p_ms,s_ms`, columns in any order).
     pub fn parse(text: &str) -> anyhow::Result<Table> {
         use sha2::{Digest, Sha256};
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty());
-        let (_, header) = lines.next().context("the travel-time table is empty")?;
-        let names: Vec<&str> = header.split(',').map(str::trim).collect();
-        let column = |name: &str| {
-            names
-                .iter()
-                .position(|n| *n == name)
-                .with_context(|| format!("the travel-time table has no `{name}` column"))
-        };
-        let (cd, cx, cp, cs) = (
-            column("depth_km")?,
-            column("distance_km")?,
-            column("p_ms")?,
-            column("s_ms")?,
-        );
+        let table = Csv::parse(text, "the travel-time table")?;
+        let columns = ["depth_km", "distance_km", "p_ms", "s_ms"];
+        let at: Vec<usize> = columns
+            .iter()
+            .map(|c| table.column(c))
+            .collect::<anyhow::Result<_>>()?;
         let mut rows = Vec::new();
-        for (n, line) in lines {
-            let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-            let number = |i: usize| -> anyhow::Result<f64> {
-                cells
-                    .get(i)
-                    .and_then(|c| c.parse::<f64>().ok())
-                    .filter(|v| v.is_finite())
-                    .with_context(|| format!("line {}: not a number in column {}", n + 1, i + 1))
-            };
-            rows.push((
-                number(cd)?,
-                number(cx)?,
-                number(cp)? / 1000.0,
-                number(cs)? / 1000.0,
-            ));
+        for (line, cells) in &table.rows {
+            let value =
+                |i: usize| number(cells, at[i], columns[i]).with_context(|| format!("line {line}"));
+            rows.push((value(0)?, value(1)?, value(2)? / 1000.0, value(3)? / 1000.0));
         }
         let axis = |values: Vec<f64>| {
             let mut values = values;
