@@ -30,6 +30,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
+    /// The last archive counts and the newest ids they were counted at (see `Store::archive_counts`).
+    counts: std::sync::Arc<std::sync::Mutex<Option<read::CountedAt>>>,
 }
 
 /// Opens (creating when missing) the database at `url`, runs the migrations, and returns the read side and the
@@ -65,5 +67,11 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         .await
         .context("open database read pool")?;
     let writer = Writer::new(write_conn).await?;
-    Ok((Store { pool }, writer))
+    Ok((
+        Store {
+            pool,
+            counts: Default::default(),
+        },
+        writer,
+    ))
 }

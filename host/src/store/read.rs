@@ -74,6 +74,9 @@ pub struct DeliveryPage {
 }
 
 /// Archive counts for `/status`.
+/// Archive counts and the newest (delivery, reparse, report) ids they were counted at.
+pub(crate) type CountedAt = ((i64, i64, i64), ArchiveCounts);
+
 #[derive(Debug, Default, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ArchiveCounts {
@@ -373,6 +376,20 @@ impl Store {
     }
 
     pub async fn archive_counts(&self) -> anyhow::Result<ArchiveCounts> {
+        // Nothing counted here is ever updated or deleted, so the newest ids decide every count: three index
+        // lookups say whether the last counts still hold, instead of scanning every table on each call.
+        let newest = sqlx::query(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM deliveries) AS d, \
+             (SELECT COALESCE(MAX(id), 0) FROM reparses) AS p, (SELECT COALESCE(MAX(id), 0) FROM reports) AS r",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let key: (i64, i64, i64) = (newest.get("d"), newest.get("p"), newest.get("r"));
+        if let Some((at, counts)) = self.counts.lock().ok().and_then(|c| c.clone())
+            && at == key
+        {
+            return Ok(counts);
+        }
         let row = sqlx::query(
             "SELECT (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM reports) AS versions, \
              (SELECT COALESCE(MAX(id), 0) FROM reports) AS high_water, \
@@ -385,7 +402,7 @@ impl Store {
         )
         .fetch_one(&self.pool)
         .await?;
-        Ok(ArchiveCounts {
+        let counts = ArchiveCounts {
             events: row.get("events"),
             versions: row.get("versions"),
             deliveries: row.get("deliveries"),
@@ -395,7 +412,11 @@ impl Store {
             ignored: row.get("ignored"),
             duplicates: row.get("duplicates"),
             high_water: row.get("high_water"),
-        })
+        };
+        if let Ok(mut cached) = self.counts.lock() {
+            *cached = Some((key, counts.clone()));
+        }
+        Ok(counts)
     }
 
     /// The most recent connection sessions.
