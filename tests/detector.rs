@@ -239,6 +239,15 @@ fn id_path(id: &str) -> String {
     id.replace(':', "%3A")
 }
 
+/// The newest public event with its reports and stations, once there is one.
+async fn first_event(server: &Server) -> Option<serde_json::Value> {
+    let page = get_json(&server.url("/hyp/events")).await;
+    let id = page["items"].as_array()?.first()?["id"]
+        .as_str()?
+        .to_string();
+    Some(get_json(&server.url(&format!("/hyp/events/{}", id_path(&id)))).await)
+}
+
 /// `osds serve --hyp-source kmoni` follows an image server in real time: the Kumamoto scenario is located from
 /// the fetched GIFs within 20 km. The PGA layer arrives 30 s late, so the live reports lack it; after the
 /// event, `osds hyp backfill --refetch` recovers those images and adds the peaks marked `recovered`, and no
@@ -280,11 +289,7 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     );
     // Generous: a debug build shares two cores with the other scenarios of this file.
     let event = support::eventually(180, "a tracked event", || async {
-        let page = get_json(&server.url("/hyp/events")).await;
-        let id = page["items"].as_array()?.first()?["id"]
-            .as_str()?
-            .to_string();
-        let event = get_json(&server.url(&format!("/hyp/events/{}", id_path(&id)))).await;
+        let event = first_event(&server).await?;
         event["reports"]
             .as_array()?
             .iter()
@@ -416,11 +421,7 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     let replayed = support::eventually(120, "the replayed event", || async {
         let status = get_json(&replay.url("/hyp/status")).await;
         (status["detector"]["state"] == "stopped").then_some(())?;
-        let page = get_json(&replay.url("/hyp/events")).await;
-        let id = page["items"].as_array()?.first()?["id"]
-            .as_str()?
-            .to_string();
-        Some(get_json(&replay.url(&format!("/hyp/events/{}", id_path(&id)))).await)
+        first_event(&replay).await
     })
     .await;
     let (lat, lon, _) = position(&first_tracking(&replayed));

@@ -71,24 +71,11 @@ fn frame(event: u64, revision: u64) -> (String, &'static wolfx_core::Channel) {
 
 /// `YYYY-MM-DD HH:MM:SS` in Beijing time (UTC+8) of a Unix time.
 fn beijing(unix: i64) -> String {
-    let t = unix + 8 * 3600;
-    let (days, secs) = (t.div_euclid(86_400), t.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
+    chrono::DateTime::from_timestamp(unix, 0)
+        .unwrap_or_default()
+        .with_timezone(&osds::time::beijing())
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
 }
 
 /// Writes `versions` report versions into a fresh archive at `path` through the host's writer, in
