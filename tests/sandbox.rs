@@ -1,5 +1,6 @@
 //! A component that loops forever, allocates without bound or panics fails that one payload, within its
-//! deadline, and the host decodes the next payload normally.
+//! deadline, and the host decodes the next payload normally. Memory a component keeps between calls does not
+//! make later payloads fail.
 
 mod support;
 
@@ -59,6 +60,38 @@ fn hostile_component_fails_each_payload_and_the_host_carries_on() {
         lines[3]
     );
     assert_eq!(lines[4]["control"]["kind"], "pong", "{}", lines[4]);
+}
+
+#[test]
+fn memory_a_component_keeps_between_calls_does_not_fail_later_payloads() {
+    let components = guest_component_dir("hostile-decoder", "hostile_decoder.wasm");
+    let payloads = tempdir("keeping-payloads");
+    // Each call keeps 12 MiB: ten calls in one instance would pass the 64 MiB limit.
+    let files: Vec<_> = (0..10)
+        .map(|n| {
+            let path = payloads.join(format!("{n}-keep.json"));
+            std::fs::write(&path, r#"{"type":"hostile_eew","do":"keep"}"#).unwrap();
+            path
+        })
+        .collect();
+    let output = osds()
+        .arg("decode")
+        .arg("--components-dir")
+        .arg(&components)
+        .args(&files)
+        .output()
+        .unwrap();
+    let lines = json_lines(&output);
+    assert_eq!(
+        lines.len(),
+        10,
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in &lines {
+        assert_eq!(line["control"]["kind"], "pong", "{line}");
+    }
+    assert!(output.status.success());
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Wasm cost: the same decoder called as a component, the way the host calls it (`osds::wasm` runtime,
-//! the decoders embedded in the binary, a fresh instance per frame under the memory limit and the epoch
-//! deadline), and compiled natively (`wolfx-core`, the library every decoder component wraps), on the same frames.
+//! the decoders embedded in the binary, warm instances reused between frames under the memory limit and the
+//! epoch deadline), and compiled natively (`wolfx-core`, the library every decoder component wraps), on the same frames.
 
 use crate::{Summary, summarize};
 use anyhow::{Context, Result, bail};

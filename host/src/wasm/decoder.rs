@@ -1,6 +1,6 @@
-//! A loaded decoder component: the `osds:eew/decoder` world, pre-instantiated, called with a fresh store.
+//! A loaded decoder component: the `osds:eew/decoder` world, pre-instantiated, called in warm instances.
 
-use super::{CallError, CallState, Runtime};
+use super::{CallError, CallState, Runtime, WarmInstances};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use wolfx_core::{Control, DecodeError, Decoded, ErrorKind, Intensity, Report};
@@ -58,6 +58,7 @@ fn kind_name(kind: ErrorKind) -> &'static str {
 pub struct DecoderComponent {
     runtime: Arc<Runtime>,
     pre: bindings::DecoderPre<CallState>,
+    warm: WarmInstances<bindings::Decoder>,
     info: DecoderInfo,
 }
 
@@ -76,6 +77,7 @@ impl DecoderComponent {
         Ok(DecoderComponent {
             runtime: runtime.clone(),
             pre,
+            warm: WarmInstances::new(),
             info: DecoderInfo {
                 name: info.name,
                 version: info.version,
@@ -92,16 +94,22 @@ impl DecoderComponent {
         &self.info
     }
 
-    /// Decodes one payload in a fresh instance, under the runtime's limits. Blocks for at most the deadline.
+    /// Decodes one payload under the runtime's limits. Blocks for at most the deadline.
     pub fn decode(&self, payload: &[u8]) -> Result<Decoded, DecodeFailure> {
-        let mut store = self.runtime.store();
-        let instance = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| self.runtime.call_error(&store, e))?;
-        match instance.call_decode(&mut store, payload) {
-            Ok(Ok(decoded)) => Ok(from_wit(decoded)),
-            Ok(Err(e)) => Err(DecodeFailure::Rejected(DecodeError {
+        let mut warm = self
+            .warm
+            .take(&self.runtime, |store| self.pre.instantiate(store))?;
+        let returned = warm.instance.call_decode(&mut warm.store, payload);
+        let returned = match returned {
+            Ok(returned) => returned,
+            Err(e) => {
+                return Err(DecodeFailure::Call(self.runtime.call_error(&warm.store, e)));
+            }
+        };
+        self.warm.give_back(&self.runtime, warm);
+        match returned {
+            Ok(decoded) => Ok(from_wit(decoded)),
+            Err(e) => Err(DecodeFailure::Rejected(DecodeError {
                 kind: match e.kind {
                     wit::ErrorKind::Malformed => ErrorKind::Malformed,
                     wit::ErrorKind::Unsupported => ErrorKind::Unsupported,
@@ -109,7 +117,6 @@ impl DecoderComponent {
                 },
                 message: e.message,
             })),
-            Err(e) => Err(DecodeFailure::Call(self.runtime.call_error(&store, e))),
         }
     }
 }

@@ -1,5 +1,10 @@
 //! The sandboxed WebAssembly runtime: one engine, WASI p2 with an empty context, a memory limit and an epoch
 //! deadline on every call. A component that loops, allocates without bound or panics fails that one call.
+//!
+//! Instances are kept warm between calls (a small pool per component, as DESIGN.md allows): building a store,
+//! the WASI context and the component's core instances was ~90 % of a decode. An instance is thrown away after
+//! any trap or timeout, once it has written to stderr or grown its memories by a quarter of the limit, and after
+//! a fixed number of calls, so a misbehaving component still fails only its own calls.
 
 mod decoder;
 mod shaper;
@@ -7,14 +12,14 @@ mod shaper;
 pub use decoder::{DecoderComponent, DecoderInfo};
 pub use shaper::{ShaperComponent, ShaperInfo};
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
-    StoreLimitsBuilder,
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
+    StoreLimits, StoreLimitsBuilder,
 };
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -59,16 +64,120 @@ fn stderr_suffix(stderr: &str) -> String {
     }
 }
 
-/// Component instances alive at once (concurrent calls) that the pool holds; ample for the ingest pipeline,
-/// canaries and the hyp shaper together.
-const POOL_INSTANCES: u32 = 64;
+/// Component instances alive at once (warm ones and calls in flight) that the pool holds; ample for the
+/// ingest pipeline, canaries, the components kept for rollback and the hyp shaper together.
+const POOL_INSTANCES: u32 = 128;
+/// Idle instances kept per loaded component.
+const WARM_PER_COMPONENT: usize = 2;
+/// Calls one instance serves before it is replaced, so whatever a component keeps between calls stays bounded.
+const CALLS_PER_INSTANCE: u32 = 10_000;
 
-/// Per-call store state: an empty WASI context, its resource table, the limits, the captured stderr.
+/// A store's state: an empty WASI context, its resource table, the limits, the captured stderr and how far the
+/// instance's memories have grown.
 pub(crate) struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
     limits: StoreLimits,
     stderr: MemoryOutputPipe,
+    memory_grown: usize,
+}
+
+impl ResourceLimiter for CallState {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.limits.memory_growing(current, desired, maximum)?;
+        if allowed {
+            self.memory_grown += desired.saturating_sub(current);
+        }
+        Ok(allowed)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+}
+
+/// An instance with its own store, and how many calls it has served.
+pub(crate) struct Warm<I> {
+    pub(crate) store: Store<CallState>,
+    pub(crate) instance: I,
+    calls: u32,
+}
+
+/// The idle instances of one loaded component.
+pub(crate) struct WarmInstances<I> {
+    idle: Mutex<Vec<Warm<I>>>,
+}
+
+impl<I> WarmInstances<I> {
+    pub(crate) fn new() -> Self {
+        WarmInstances {
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// An idle instance, or a new one from `instantiate`, with the call deadline armed.
+    pub(crate) fn take(
+        &self,
+        runtime: &Runtime,
+        instantiate: impl FnOnce(&mut Store<CallState>) -> wasmtime::Result<I>,
+    ) -> Result<Warm<I>, CallError> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let mut warm = match idle {
+            Some(warm) => warm,
+            None => {
+                let mut store = runtime.store();
+                let instance =
+                    instantiate(&mut store).map_err(|e| runtime.call_error(&store, e))?;
+                Warm {
+                    store,
+                    instance,
+                    calls: 0,
+                }
+            }
+        };
+        runtime.arm_deadline(&mut warm.store);
+        Ok(warm)
+    }
+
+    /// Keeps an instance whose call returned normally for the next call, unless it has served its share, written
+    /// to stderr or grown its memories by a quarter of the limit. An instance whose call failed is dropped
+    /// instead of given back.
+    pub(crate) fn give_back(&self, runtime: &Runtime, mut warm: Warm<I>) {
+        warm.calls += 1;
+        let state = warm.store.data();
+        if warm.calls >= CALLS_PER_INSTANCE
+            || !state.stderr.contents().is_empty()
+            || state.memory_grown > runtime.limits.memory_bytes / 4
+        {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < WARM_PER_COMPONENT {
+            idle.push(warm);
+        }
+    }
 }
 
 impl WasiView for CallState {
@@ -93,8 +202,8 @@ impl Runtime {
         let mut config = Config::new();
         config.epoch_interruption(true);
         config.wasm_component_model(true);
-        // Every call instantiates afresh; from a pool of pre-reserved slots that costs no mapping of a new
-        // linear memory (most of a decode's time before). The limiter still enforces `memory_bytes` first.
+        // New instances come from a pool of pre-reserved slots, so replacing one costs no mapping of a new
+        // linear memory. The limiter still enforces `memory_bytes` first.
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOL_INSTANCES)
             .total_core_instances(POOL_INSTANCES * 8)
@@ -140,7 +249,7 @@ impl Runtime {
         &self.linker
     }
 
-    /// A fresh store for one call, with the memory limit and the epoch deadline armed.
+    /// A fresh store with the memory limit and the epoch deadline armed.
     pub(crate) fn store(&self) -> Store<CallState> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
         let wasi = wasmtime_wasi::WasiCtxBuilder::new()
@@ -157,9 +266,17 @@ impl Runtime {
                 table: ResourceTable::new(),
                 limits,
                 stderr,
+                memory_grown: 0,
             },
         );
-        store.limiter(|state| &mut state.limits);
+        store.limiter(|state| state);
+        self.arm_deadline(&mut store);
+        store.epoch_deadline_trap();
+        store
+    }
+
+    /// Gives the next call in `store` the whole deadline, counted from now.
+    fn arm_deadline(&self, store: &mut Store<CallState>) {
         let ticks = self
             .limits
             .deadline
@@ -167,8 +284,6 @@ impl Runtime {
             .div_ceil(EPOCH_TICK.as_nanos())
             .max(1);
         store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
-        store.epoch_deadline_trap();
-        store
     }
 
     /// Turns a wasmtime error from a call in `store` into a [`CallError`].

@@ -1,7 +1,7 @@
-//! The loaded hyp report shaper: the `osds:hyp/shaper` world, pre-instantiated, called with a fresh store
+//! The loaded hyp report shaper: the `osds:hyp/shaper` world, pre-instantiated, called in warm instances
 //! under the same limits as the decoders.
 
-use super::{CallState, Runtime};
+use super::{CallState, Runtime, WarmInstances};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -30,6 +30,7 @@ impl ShaperInfo {
 pub struct ShaperComponent {
     runtime: Arc<Runtime>,
     pre: bindings::ShaperPre<CallState>,
+    warm: WarmInstances<bindings::Shaper>,
     info: ShaperInfo,
 }
 
@@ -48,6 +49,7 @@ impl ShaperComponent {
         Ok(ShaperComponent {
             runtime: runtime.clone(),
             pre,
+            warm: WarmInstances::new(),
             info: ShaperInfo {
                 name: info.name,
                 version: info.version,
@@ -68,15 +70,14 @@ impl ShaperComponent {
 
     /// Shapes one solution (JSON) into the report payload (JSON), under the runtime's limits.
     pub fn shape(&self, solution: &[u8]) -> anyhow::Result<Vec<u8>> {
-        let mut store = self.runtime.store();
-        let instance = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| self.runtime.call_error(&store, e))?;
-        match instance.call_shape(&mut store, solution) {
-            Ok(Ok(report)) => Ok(report),
-            Ok(Err(e)) => anyhow::bail!("the shaper refused the solution: {}", e.message),
-            Err(e) => Err(self.runtime.call_error(&store, e).into()),
-        }
+        let mut warm = self
+            .warm
+            .take(&self.runtime, |store| self.pre.instantiate(store))?;
+        let returned = match warm.instance.call_shape(&mut warm.store, solution) {
+            Ok(returned) => returned,
+            Err(e) => return Err(self.runtime.call_error(&warm.store, e).into()),
+        };
+        self.warm.give_back(&self.runtime, warm);
+        returned.map_err(|e| anyhow::anyhow!("the shaper refused the solution: {}", e.message))
     }
 }

@@ -1,5 +1,6 @@
 //! Exports the decoder world but misbehaves on purpose: `{"do":"loop"}` spins forever, `{"do":"alloc"}`
-//! allocates until it is stopped, `{"do":"panic"}` panics; anything else decodes to a pong.
+//! allocates until it is stopped, `{"do":"panic"}` panics, `{"do":"keep"}` keeps 12 MiB for good and answers;
+//! anything else decodes to a pong.
 
 wit_bindgen::generate!({ world: "decoder", path: "../../wit/eew" });
 
@@ -33,6 +34,10 @@ impl Guest for Hostile {
                 hoard.push(vec![7u8; 1 << 20]);
                 std::hint::black_box(&hoard);
             }
+        }
+        if text.contains("\"keep\"") {
+            let kept = vec![7u8; 12 << 20];
+            std::mem::forget(std::hint::black_box(kept));
         }
         if text.contains("\"panic\"") {
             panic!("hostile decoder panics on purpose");
