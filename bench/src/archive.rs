@@ -208,7 +208,12 @@ struct Served {
     base: String,
 }
 
-async fn serve_archive(osds: &Path, db: &Path, dir: &Path) -> Result<(Served, Startup)> {
+async fn serve_archive(
+    osds: &Path,
+    db: &Path,
+    dir: &Path,
+    serve_args: &[String],
+) -> Result<(Served, Startup)> {
     let started = Instant::now();
     let mut child = tokio::process::Command::new(osds)
         .arg("serve")
@@ -228,6 +233,7 @@ async fn serve_archive(osds: &Path, db: &Path, dir: &Path) -> Result<(Served, St
             "--max-connections-per-client",
             "100000",
         ])
+        .args(serve_args)
         .env_remove("OSDS_CONFIG")
         .env("OSDS_LOG", "warn")
         .stdin(Stdio::null())
@@ -295,17 +301,25 @@ async fn wrk(
         name.replace(['/', ' ', '?'], "_")
     ));
     std::fs::write(&path, script)?;
-    let output = tokio::process::Command::new("wrk")
-        .arg(format!("-t{}", options.threads))
-        .arg(format!("-c{}", options.connections))
-        .arg(format!("-d{}s", options.seconds))
-        .arg("--latency")
-        // Slow answers are measured, not dropped as timeouts (wrk's default is 2 s).
-        .args(["--timeout", "60s"])
-        .arg("-s")
-        .arg(&path)
-        .arg(base)
-        .output()
+    let run = |seconds: u64| {
+        tokio::process::Command::new("wrk")
+            .arg(format!("-t{}", options.threads))
+            .arg(format!("-c{}", options.connections))
+            .arg(format!("-d{seconds}s"))
+            .arg("--latency")
+            // Slow answers are measured, not dropped as timeouts (wrk's default is 2 s).
+            .args(["--timeout", "60s"])
+            .arg("-s")
+            .arg(&path)
+            .arg(base)
+            .output()
+    };
+    if options.warmup_seconds > 0 {
+        run(options.warmup_seconds)
+            .await
+            .context("run wrk (bench/install-peers.sh installs it)")?;
+    }
+    let output = run(options.seconds)
         .await
         .context("run wrk (bench/install-peers.sh installs it)")?;
     let text = String::from_utf8_lossy(&output.stdout).to_string();
@@ -366,6 +380,8 @@ pub struct WrkOptions {
     pub threads: usize,
     pub connections: usize,
     pub seconds: u64,
+    /// A load of this length first, not counted, so both servers are measured warm (their caches filled).
+    pub warmup_seconds: u64,
 }
 
 /// A Lua script: each request is a path made from a random pick (math.random is seeded per wrk thread).
@@ -424,6 +440,7 @@ pub async fn run(
     reuse: bool,
     datasette: Option<PathBuf>,
     wrk_options: &WrkOptions,
+    serve_args: &[String],
 ) -> Result<QueryResults> {
     let db = root.join(format!("osds-bench-archive-{versions}.db"));
     let generate_secs = if reuse && existing_versions(&db).await == Some(versions) {
@@ -443,7 +460,7 @@ pub async fn run(
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
 
-    let (mut served, startup) = serve_archive(osds, &db, &dir).await?;
+    let (mut served, startup) = serve_archive(osds, &db, &dir, serve_args).await?;
     let client = reqwest::Client::new();
     let status: serde_json::Value = client
         .get(format!("{}/status", served.base))
@@ -700,7 +717,7 @@ pub fn print(results: &QueryResults, wrk_options: &WrkOptions) {
     }
     if let Some(cost) = &results.page_cost {
         println!(
-            "{:<58} archive read + rows to JSON values {:.2} ms, serialising {:.2} ms, body {:.0} kB",
+            "{:<58} archive read + rendering (cold cache) {:.2} ms, writing the body {:.2} ms, body {:.0} kB",
             format!("where a /reports?limit=1000 goes ({} pages)", cost.pages),
             cost.read_ms,
             cost.serialize_ms,

@@ -44,7 +44,7 @@ use tokio_tungstenite::tungstenite::Message;
 const CHANNEL_PATHS: [&str; 5] = ["/cenc_eew", "/sc_eew", "/fj_eew", "/cq_eew", "/all_eew"];
 const USAGE: &str = "usage: osds-bench [--osds PATH] [--seconds N] [--frames N] [--interval-ms N] \
 [--dir DIR] [--subscribers N[,N...]] [--rounds N] [--round-interval-ms N] [--no-peers] [--protocol mix|sse|ws] \
-[--samples FILE] [--versions N] [--reuse-archive] [--wrk-connections N] [--wrk-seconds N] [--datasette PATH] \
+[--samples FILE] [--versions N] [--reuse-archive] [--wrk-connections N] [--wrk-seconds N] [--wrk-warmup-seconds N] [--report-cache-mb N] [--datasette PATH] \
 <push-latency|ingest|fsync|fan-out|wasm|query|all>
 
   --osds PATH        the osds binary to test (default target/release/osds)
@@ -62,6 +62,8 @@ const USAGE: &str = "usage: osds-bench [--osds PATH] [--seconds N] [--frames N] 
   --versions N       report versions in the query archive (default 1000000)
   --reuse-archive    keep using an archive of --versions left in --dir by an earlier query run
   --wrk-connections N, --wrk-seconds N   wrk load per endpoint (default 32 connections, 10 s, 2 threads)
+  --wrk-warmup-seconds N  an uncounted wrk load before each measured one, for both servers (default 5)
+  --report-cache-mb N  osds serve --report-cache-mb for query (default: the server's own default)
   --datasette PATH   the datasette program (default $CARGO_TARGET_DIR/bench-venv/bin/datasette, else
                      target/bench-venv/bin/datasette; skipped when missing)";
 
@@ -93,6 +95,8 @@ struct Options {
     reuse_archive: bool,
     wrk_connections: usize,
     wrk_seconds: u64,
+    wrk_warmup_seconds: u64,
+    report_cache_mb: Option<usize>,
     datasette: Option<PathBuf>,
     which: Which,
 }
@@ -115,6 +119,8 @@ fn parse_args() -> Result<Options> {
         reuse_archive: false,
         wrk_connections: 32,
         wrk_seconds: 10,
+        wrk_warmup_seconds: 5,
+        report_cache_mb: None,
         datasette: [
             std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from),
             Some(PathBuf::from("target")),
@@ -198,6 +204,18 @@ fn parse_args() -> Result<Options> {
             }
             "--wrk-seconds" => {
                 options.wrk_seconds = value("--wrk-seconds")?.parse().context("--wrk-seconds")?
+            }
+            "--wrk-warmup-seconds" => {
+                options.wrk_warmup_seconds = value("--wrk-warmup-seconds")?
+                    .parse()
+                    .context("--wrk-warmup-seconds")?
+            }
+            "--report-cache-mb" => {
+                options.report_cache_mb = Some(
+                    value("--report-cache-mb")?
+                        .parse()
+                        .context("--report-cache-mb")?,
+                )
             }
             "--datasette" => options.datasette = Some(PathBuf::from(value("--datasette")?)),
             "-h" | "--help" => {
@@ -892,7 +910,12 @@ async fn main() -> Result<()> {
         threads: 2,
         connections: options.wrk_connections,
         seconds: options.wrk_seconds,
+        warmup_seconds: options.wrk_warmup_seconds,
     };
+    let serve_args: Vec<String> = options
+        .report_cache_mb
+        .map(|mb| vec!["--report-cache-mb".to_string(), mb.to_string()])
+        .unwrap_or_default();
     if matches!(options.which, Which::Query | Which::All) {
         if options.datasette.is_none() {
             println!(
@@ -907,6 +930,7 @@ async fn main() -> Result<()> {
                 options.reuse_archive,
                 options.datasette.clone(),
                 &wrk_options,
+                &serve_args,
             )
             .await
             .context("query")?,

@@ -3,7 +3,7 @@
 use super::AppState;
 use super::error::ApiError;
 use super::params::{MAX_SAFE_INTEGER, Params, PathText, parse_int};
-use crate::store::EventFilter;
+use crate::store::{EventFilter, ReportPage};
 use crate::time::{beijing_day_start_ms, now_rfc3339};
 use axum::Router;
 use axum::extract::{RawQuery, State};
@@ -282,13 +282,27 @@ async fn months(
 async fn reports(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let mut params = Params::parse(query.as_deref())?;
     let after = params.int("after", 0..=MAX_SAFE_INTEGER)?.unwrap_or(0);
     let limit = params.int("limit", 1..=1000)?.unwrap_or(100);
     params.finish()?;
     let page = state.store.reports_after(after, limit).await?;
-    Ok(Json(
-        json!({ "items": page.items, "nextCursor": page.next_cursor, "highWater": page.high_water }),
-    ))
+    Ok(report_page_response(&page))
+}
+
+/// A `/reports` answer with the page's own validator as its ETag.
+fn report_page_response(page: &ReportPage) -> Response {
+    let (body, validator) = page.to_json();
+    let etag = format!("W/\"{}\"", hex::encode(validator));
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    let headers = response.headers_mut();
+    if let Ok(etag) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, etag);
+    }
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(super::gateway::JSON_CACHE_CONTROL),
+    );
+    response
 }

@@ -379,6 +379,9 @@ pub async fn availability(
     }
 }
 
+/// How long a JSON answer may be reused without asking again.
+pub const JSON_CACHE_CONTROL: &str = "public, max-age=5";
+
 /// Weak ETags and short caching on JSON, and `If-None-Match` → 304 wherever an ETag is given.
 pub async fn caching(request: Request, next: Next) -> Response {
     let if_none_match = request.headers().get(header::IF_NONE_MATCH).cloned();
@@ -410,7 +413,7 @@ pub async fn caching(request: Request, next: Next) -> Response {
         parts
             .headers
             .entry(header::CACHE_CONTROL)
-            .or_insert(HeaderValue::from_static("public, max-age=5"));
+            .or_insert(HeaderValue::from_static(JSON_CACHE_CONTROL));
         Response::from_parts(parts, Body::from(bytes))
     } else {
         response

@@ -5,8 +5,8 @@
 //! so a consumer whose cursor lies inside that range gets every later report from it, gap-free; one whose
 //! cursor is older reads the archive as before.
 
-use crate::store::Store;
-use serde_json::{Value, json};
+use crate::store::{ReportItem, Store};
+use axum::extract::ws::Utf8Bytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
 
@@ -20,19 +20,21 @@ const READ_BATCH: i64 = 1000;
 pub struct Rendered {
     pub id: i64,
     /// The report as JSON text (an SSE `report` event's data).
-    pub text: String,
-    /// The WebSocket `report` message.
-    pub ws_text: String,
+    pub text: Arc<str>,
+    /// The WebSocket `report` message (shared, not copied, per socket).
+    pub ws_text: Utf8Bytes,
 }
 
 impl Rendered {
-    pub fn new(report: Value) -> Rendered {
-        let id = report["id"].as_i64().unwrap_or_default();
-        let ws_text = json!({ "type": "report", "id": id, "data": &report }).to_string();
+    pub fn new(report: ReportItem) -> Rendered {
+        let ws_text = format!(
+            "{{\"type\":\"report\",\"id\":{},\"data\":{}}}",
+            report.id, report.json
+        );
         Rendered {
-            id,
-            text: report.to_string(),
-            ws_text,
+            id: report.id,
+            text: report.json,
+            ws_text: ws_text.into(),
         }
     }
 }

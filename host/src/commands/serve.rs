@@ -125,6 +125,15 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert.
     #[arg(long, env = "OSDS_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Memory for rendered report versions that `/reports` pages and live replays are served from (MiB; 0 turns
+    /// it off). An archive needs about 0.6 MiB per 1,000 versions to be held whole.
+    #[arg(
+        long,
+        env = "OSDS_REPORT_CACHE_MB",
+        value_name = "MIB",
+        default_value_t = 256
+    )]
+    pub report_cache_mb: usize,
     /// Seconds a request may take before its response starts; then it is answered with 503.
     #[arg(long, env = "OSDS_REQUEST_TIMEOUT_SECS", default_value_t = 30.0)]
     pub request_timeout_secs: f64,
@@ -201,9 +210,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
 
     let (store, mut writer) = store::open(&args.database_url).await?;
+    store
+        .report_cache()
+        .set_budget(args.report_cache_mb.saturating_mul(1 << 20));
     writer.close_stale_sessions().await?;
     live.seed_last_received(store.last_receptions().await?);
-    tracing::info!(database = %args.database_url, high_water = writer.high_water(), "archive open");
+    tracing::info!(database = %args.database_url, high_water = writer.high_water(), report_cache_mib = args.report_cache_mb, "archive open");
     let archive = ArchiveHandle::spawn(writer);
 
     let ingester = if args.no_ingest {

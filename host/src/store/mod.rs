@@ -5,12 +5,17 @@ pub mod backup;
 mod frames;
 mod hyp;
 mod read;
+pub mod report_cache;
+mod report_item;
+#[cfg(test)]
+mod report_pages_tests;
 mod writer;
 
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
 pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary};
 pub use hyp::*;
 pub use read::*;
+pub use report_item::ReportItem;
 pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };
@@ -32,6 +37,8 @@ pub struct Store {
     pool: SqlitePool,
     /// The last archive counts and the newest ids they were counted at (see `Store::archive_counts`).
     counts: std::sync::Arc<std::sync::Mutex<Option<read::CountedAt>>>,
+    /// Rendered report versions below the horizon (see `report_cache.rs`).
+    reports: std::sync::Arc<report_cache::ReportCache>,
 }
 
 /// Opens (creating when missing) the database at `url`, runs the migrations, and returns the read side and the
@@ -71,6 +78,7 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         Store {
             pool,
             counts: Default::default(),
+            reports: Default::default(),
         },
         writer,
     ))

@@ -1,7 +1,10 @@
 //! Read queries of the archive, returning the public API's shapes.
 
 use super::Store;
-use serde_json::{Map, Value, json};
+use super::report_cache::{BLOCK_IDS, Block, ReportCache};
+use super::report_item::{self, ReportItem};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
@@ -63,9 +66,37 @@ pub struct EventPage {
 }
 
 pub struct ReportPage {
-    pub items: Vec<Value>,
+    pub items: Vec<ReportItem>,
     pub next_cursor: i64,
     pub high_water: i64,
+}
+
+impl ReportPage {
+    /// The `/reports` answer, written from the items' ready text, and a validator derived from the items'
+    /// digests (rather than from hashing the whole body, up to ~600 kB, on every answer).
+    pub fn to_json(&self) -> (String, [u8; 16]) {
+        let text_bytes: usize = self.items.iter().map(|item| item.json.len() + 1).sum();
+        let mut body = String::with_capacity(text_bytes + 64);
+        body.push_str("{\"items\":[");
+        let mut validator = Sha256::new();
+        for (n, item) in self.items.iter().enumerate() {
+            if n > 0 {
+                body.push(',');
+            }
+            body.push_str(&item.json);
+            validator.update(item.digest);
+        }
+        let tail = format!(
+            "],\"nextCursor\":{},\"highWater\":{}}}",
+            self.next_cursor, self.high_water
+        );
+        body.push_str(&tail);
+        validator.update(tail.as_bytes());
+        let digest = validator.finalize();
+        let mut short = [0; 16];
+        short.copy_from_slice(&digest[..16]);
+        (body, short)
+    }
 }
 
 pub struct DeliveryPage {
@@ -100,35 +131,8 @@ const EVENT_COLUMNS: &str = "e.id AS e_id, e.source AS e_source, e.source_event_
 
 /// Renders a `reports` row as the spec's EEW report. Null fields are present as `null`.
 fn report_json(row: &SqliteRow) -> Value {
-    let id: i64 = row.get("id");
-    let delivery_id: i64 = row.get("delivery_id");
-    let decoded: Map<String, Value> =
-        serde_json::from_str(row.get::<&str, _>("report_json")).unwrap_or_default();
-    let field = |name: &str| decoded.get(name).cloned().unwrap_or(Value::Null);
-    let flag = |name: &str| decoded.get(name).and_then(Value::as_bool).unwrap_or(false);
-    json!({
-        "id": id,
-        "eventKey": row.get::<String, _>("event_key"),
-        "source": row.get::<String, _>("source"),
-        "eventId": field("eventId"),
-        "upstreamEventId": field("upstreamEventId"),
-        "revision": field("revision"),
-        "issuedAt": field("issuedAt"),
-        "originAt": field("originAt"),
-        "receivedAt": row.get::<String, _>("received_at"),
-        "epicenter": field("epicenter"),
-        "latitude": field("latitude"),
-        "longitude": field("longitude"),
-        "depthKm": field("depthKm"),
-        "magnitude": field("magnitude"),
-        "maxIntensity": field("maxIntensity"),
-        "isFinal": flag("isFinal"),
-        "isCancelled": flag("isCancelled"),
-        "isTest": flag("isTest"),
-        "deliveryId": delivery_id,
-        "rawUrl": format!("/api/v1/deliveries/{delivery_id}/raw"),
-        "decoder": { "name": row.get::<String, _>("decoder_name"), "sha256": row.get::<String, _>("decoder_sha256") },
-    })
+    // The rendering is text-first (`report_item.rs`), so both forms agree byte for byte.
+    serde_json::from_str(&report_item::render(row).json).unwrap_or_default()
 }
 
 /// Renders an `events` row joined with its latest report as the spec's EEW event (without `reports`).
@@ -177,23 +181,63 @@ impl Store {
         )
     }
 
-    /// Report versions with `id > after`, in id order.
+    /// Report versions with `id > after`, in id order, rendered. Blocks wholly below the horizon come from the
+    /// cache (reading and rendering them once); the horizon's own block is read each time.
     pub async fn reports_after(&self, after: i64, limit: i64) -> anyhow::Result<ReportPage> {
         // Read the horizon first: every id at or below it is committed, so the page never skips one.
         let high_water = self.high_water().await?;
-        let rows = sqlx::query(&format!("SELECT {REPORT_COLUMNS} FROM reports r WHERE r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ?"))
-            .bind(after)
-            .bind(high_water)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        let items: Vec<Value> = rows.iter().map(report_json).collect();
-        let next_cursor = items.last().and_then(|r| r["id"].as_i64()).unwrap_or(after);
+        let wanted = usize::try_from(limit).unwrap_or(0);
+        let mut items: Vec<ReportItem> = Vec::with_capacity(wanted.min(1000));
+        let mut cursor = after;
+        while items.len() < wanted && cursor < high_water {
+            let number = (cursor + 1).div_euclid(BLOCK_IDS);
+            let block_end = (number + 1) * BLOCK_IDS - 1;
+            if block_end > high_water {
+                let rest = (wanted - items.len()) as i64;
+                items.extend(self.rendered_reports(cursor, high_water, rest).await?);
+                break;
+            }
+            let block = match self.reports.get(number) {
+                Some(block) => block,
+                None => {
+                    let rows = self
+                        .rendered_reports(number * BLOCK_IDS - 1, block_end, BLOCK_IDS)
+                        .await?;
+                    self.reports.insert(number, Block::new(rows))
+                }
+            };
+            let start = block.items.partition_point(|item| item.id <= cursor);
+            let rest = wanted - items.len();
+            items.extend(block.items[start..].iter().take(rest).cloned());
+            cursor = block_end;
+        }
+        let next_cursor = items.last().map_or(after, |item| item.id);
         Ok(ReportPage {
             items,
             next_cursor,
             high_water,
         })
+    }
+
+    /// Reports with `after < id <= upto`, in id order, at most `limit`.
+    pub(super) async fn rendered_reports(
+        &self,
+        after: i64,
+        upto: i64,
+        limit: i64,
+    ) -> anyhow::Result<Vec<ReportItem>> {
+        let rows = sqlx::query(&format!("SELECT {REPORT_COLUMNS} FROM reports r WHERE r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ?"))
+            .bind(after)
+            .bind(upto)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(report_item::render).collect())
+    }
+
+    /// The cache of rendered report versions (its budget is set by `osds serve --report-cache-mb`).
+    pub fn report_cache(&self) -> &ReportCache {
+        &self.reports
     }
 
     pub async fn events(&self, filter: &EventFilter) -> anyhow::Result<EventPage> {
