@@ -20,7 +20,9 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until, timeout};
@@ -253,6 +255,12 @@ enum Sent {
 }
 
 async fn queue_event(events: &mpsc::Sender<Event>, event: Event, patience: Duration) -> Sent {
+    // A consumer that keeps up has room: no timer is armed for it (ten thousand per report otherwise).
+    let event = match events.try_send(event) {
+        Ok(()) => return Sent::Ok,
+        Err(mpsc::error::TrySendError::Closed(_)) => return Sent::Gone,
+        Err(mpsc::error::TrySendError::Full(event)) => event,
+    };
     match timeout(patience, events.send(event)).await {
         Ok(Ok(())) => Sent::Ok,
         Ok(Err(_)) => Sent::Gone,
@@ -287,7 +295,8 @@ async fn produce_sse(state: AppState, mut feed: Feed, events: mpsc::Sender<Event
         config.status_interval,
     );
     status.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let ends_at = deadline(&config);
+    let lifetime = sleep_until_some(deadline(&config));
+    tokio::pin!(lifetime);
     let mut sent_up_to = feed.cursor();
     let farewell = loop {
         tokio::select! {
@@ -322,7 +331,7 @@ async fn produce_sse(state: AppState, mut feed: Feed, events: mpsc::Sender<Event
                     Sent::Slow => break slow_consumer_reason(sent_up_to),
                 }
             }
-            _ = sleep_until_some(ends_at) => break lifetime_reason(sent_up_to),
+            _ = &mut lifetime => break lifetime_reason(sent_up_to),
             _ = shutdown.changed() => break format!("service stopping; resume after report id {sent_up_to}"),
             _ = events.closed() => return,
         }
@@ -386,7 +395,8 @@ async fn run_ws(state: AppState, mut feed: Feed, socket: WebSocket) {
     );
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last_heard = Instant::now();
-    let ends_at = deadline(&config);
+    let lifetime = sleep_until_some(deadline(&config));
+    tokio::pin!(lifetime);
     let mut sent_up_to = feed.cursor();
     // (close code, reason) when the server ends the connection; None when the peer is gone.
     let close: Option<(u16, String)> = loop {
@@ -395,7 +405,7 @@ async fn run_ws(state: AppState, mut feed: Feed, socket: WebSocket) {
             batch = feed.next() => match batch {
                 Ok(reports) => reports
                     .into_iter()
-                    .map(|report| (Some(report.id), Message::text(report.ws_text.as_str())))
+                    .map(|report| (Some(report.id), Message::Text(report.ws_text.clone())))
                     .collect(),
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "live feed cannot read the archive; closing the socket");
@@ -424,12 +434,19 @@ async fn run_ws(state: AppState, mut feed: Feed, socket: WebSocket) {
                 }
                 vec![(None, Message::Ping(Default::default()))]
             }
-            _ = sleep_until_some(ends_at) => break Some((1001, lifetime_reason(sent_up_to))),
+            _ = &mut lifetime => break Some((1001, lifetime_reason(sent_up_to))),
             _ = shutdown.changed() => break Some((1001, format!("service stopping; resume after report id {sent_up_to}"))),
         };
         let mut slow = false;
         for (report_id, message) in outgoing {
-            match timeout(patience, sink.send(message)).await {
+            // Armed only when the socket cannot take the message at once (see `queue_event`).
+            let mut sending = std::pin::pin!(sink.send(message));
+            let once = std::future::poll_fn(|cx| Poll::Ready(sending.as_mut().poll(cx))).await;
+            let sent = match once {
+                Poll::Ready(sent) => Ok(sent),
+                Poll::Pending => timeout(patience, sending).await,
+            };
+            match sent {
                 Ok(Ok(())) => {
                     if let Some(id) = report_id {
                         sent_up_to = id;

@@ -9,6 +9,7 @@ use crate::store::{ReportItem, Store};
 use axum::extract::ws::Utf8Bytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
+use tokio::sync::watch;
 
 /// Reports kept: enough for any consumer that keeps up, small enough to be cheap (~2 kB each).
 const CAPACITY: usize = 4096;
@@ -50,8 +51,11 @@ struct Ring {
 pub struct RecentReports {
     store: Store,
     ring: RwLock<Ring>,
-    /// One filler at a time; the others wait for it and then find the ring filled.
+    /// Held by the one consumer that reads the archive into the ring.
     filling: tokio::sync::Mutex<()>,
+    /// Counts finished fills (successful or not), so consumers that found a fill under way all wake at once
+    /// when it ends instead of queueing on `filling` one after another.
+    fills_done: watch::Sender<u64>,
 }
 
 impl RecentReports {
@@ -65,11 +69,13 @@ impl RecentReports {
                 entries: VecDeque::new(),
             }),
             filling: tokio::sync::Mutex::new(()),
+            fills_done: watch::Sender::new(0),
         }
     }
 
     /// Up to `limit` reports after `cursor`, or `None` when the ring does not cover the cursor (the caller
-    /// reads the archive). Reads the archive once up to `horizon` first, for every consumer at once.
+    /// reads the archive). `horizon` is a committed horizon; the ring is filled up to it first, by one consumer
+    /// for all.
     pub async fn after(
         &self,
         cursor: i64,
@@ -79,9 +85,7 @@ impl RecentReports {
         if self.read().covered_after > cursor {
             return Ok(None);
         }
-        if self.read().upto < horizon {
-            self.fill(horizon).await?;
-        }
+        self.fill(horizon).await?;
         let ring = self.read();
         if ring.covered_after > cursor {
             return Ok(None);
@@ -98,35 +102,55 @@ impl RecentReports {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Makes the ring reach `horizon`: reads the archive if no one else is, else waits for that reader.
     async fn fill(&self, horizon: i64) -> anyhow::Result<()> {
-        let _filling = self.filling.lock().await;
+        if self.read().upto >= horizon {
+            return Ok(());
+        }
+        loop {
+            // Subscribed before looking, so a fill that ends from here on wakes this consumer.
+            let mut done = self.fills_done.subscribe();
+            if self.read().upto >= horizon {
+                return Ok(());
+            }
+            match self.filling.try_lock() {
+                Ok(guard) => {
+                    let filled = self.read_into_ring(horizon).await;
+                    drop(guard);
+                    self.fills_done.send_modify(|n| *n = n.wrapping_add(1));
+                    return filled;
+                }
+                Err(_) => {
+                    // The sender lives as long as `self`.
+                    let _ = done.changed().await;
+                }
+            }
+        }
+    }
+
+    async fn read_into_ring(&self, horizon: i64) -> anyhow::Result<()> {
         loop {
             let upto = self.read().upto;
             if upto >= horizon {
                 return Ok(());
             }
-            let page = self.store.reports_after(upto, READ_BATCH).await?;
-            let rendered: Vec<Arc<Rendered>> = page
-                .items
-                .into_iter()
-                .map(|r| Arc::new(Rendered::new(r)))
-                .collect();
-            let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
-            // The page is complete up to its last id, or to the horizon it was read under when it is short.
-            let reached = match rendered.last() {
-                Some(last) if rendered.len() as i64 == READ_BATCH => last.id,
-                _ => page.high_water.max(upto),
+            let items = self
+                .store
+                .reports_between(upto, horizon, READ_BATCH)
+                .await?;
+            // Everything up to the horizon was read, unless the batch was full.
+            let reached = match items.last() {
+                Some(last) if items.len() as i64 == READ_BATCH => last.id,
+                _ => horizon,
             };
+            let rendered = items.into_iter().map(|r| Arc::new(Rendered::new(r)));
+            let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
             ring.entries.extend(rendered);
             ring.upto = reached;
             while ring.entries.len() > CAPACITY {
                 if let Some(gone) = ring.entries.pop_front() {
                     ring.covered_after = gone.id;
                 }
-            }
-            if reached == upto {
-                // Nothing more is committed yet than what the ring holds.
-                return Ok(());
             }
         }
     }

@@ -194,14 +194,14 @@ impl Store {
             let block_end = (number + 1) * BLOCK_IDS - 1;
             if block_end > high_water {
                 let rest = (wanted - items.len()) as i64;
-                items.extend(self.rendered_reports(cursor, high_water, rest).await?);
+                items.extend(self.reports_between(cursor, high_water, rest).await?);
                 break;
             }
             let block = match self.reports.get(number) {
                 Some(block) => block,
                 None => {
                     let rows = self
-                        .rendered_reports(number * BLOCK_IDS - 1, block_end, BLOCK_IDS)
+                        .reports_between(number * BLOCK_IDS - 1, block_end, BLOCK_IDS)
                         .await?;
                     self.reports.insert(number, Block::new(rows))
                 }
@@ -219,8 +219,9 @@ impl Store {
         })
     }
 
-    /// Reports with `after < id <= upto`, in id order, at most `limit`.
-    pub(super) async fn rendered_reports(
+    /// Reports with `after < id <= upto`, in id order, at most `limit`, rendered. `upto` must be a committed
+    /// horizon (from the writer), or the range may have holes that later commits fill.
+    pub async fn reports_between(
         &self,
         after: i64,
         upto: i64,

@@ -104,7 +104,7 @@ async fn pages_equal_the_archive_across_blocks_cold_and_warm() {
                 for limit in [1, 7, 1000] {
                     let page = store.reports_after(after, limit).await.unwrap();
                     let expected = store
-                        .rendered_reports(after, high_water, limit)
+                        .reports_between(after, high_water, limit)
                         .await
                         .unwrap();
                     assert_eq!(
