@@ -2,6 +2,7 @@
 //! Writes go through one [`Writer`] (see `writer.rs`), so report ids increase in commit order; reads use a pool.
 
 pub mod backup;
+mod checkpoint;
 mod frames;
 mod hyp;
 mod read;
@@ -9,6 +10,8 @@ pub mod report_cache;
 mod report_item;
 #[cfg(test)]
 mod report_pages_tests;
+#[cfg(test)]
+mod test_archive;
 mod writer;
 
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
@@ -70,10 +73,14 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         .context("run database migrations")?;
     let pool = SqlitePoolOptions::new()
         .max_connections(8)
-        .connect_with(options.read_only(true))
+        .connect_with(options.clone().read_only(true))
         .await
         .context("open database read pool")?;
-    let writer = Writer::new(write_conn).await?;
+    let checkpoint_conn = options
+        .connect()
+        .await
+        .with_context(|| format!("open database {url} for checkpoints"))?;
+    let writer = Writer::new(write_conn, checkpoint_conn).await?;
     Ok((
         Store {
             pool,

@@ -1,68 +1,11 @@
 //! `Store::reports_after` across cache blocks: every page equals the same range read straight from the archive,
 //! cold and warm, with a budget that holds everything and one that holds a single block.
 
+use super::ReportItem;
 use super::report_cache::BLOCK_IDS;
-use super::{Incoming, ReportItem, Store, UnitKind, UnitRecord, open};
-use wolfx_core::Report;
+use super::test_archive::archive;
 
 const VERSIONS: i64 = 2 * BLOCK_IDS + 500;
-
-async fn archive() -> (Store, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!(
-        "osds-report-pages-{}-{}",
-        std::process::id(),
-        crate::time::now_ms()
-    ));
-    let (store, mut writer) = open(&format!("sqlite://{}/osds.db", dir.display()))
-        .await
-        .unwrap();
-    let session = writer
-        .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
-        .await
-        .unwrap();
-    let frames: Vec<Incoming> = (1..=VERSIONS)
-        .map(|n| {
-            let event = n / 3;
-            let report = Report {
-                event_id: format!("cq:{event}"),
-                upstream_event_id: event.to_string(),
-                revision: n % 3 + 1,
-                issued_at: Some(format!("2024-01-01T00:00:{:02}Z", n % 60)),
-                origin_at: None,
-                epicenter: Some(format!("epicentre {n}")),
-                latitude: Some(30.0 + n as f64 / 1000.0),
-                longitude: Some(104.5),
-                depth_km: None,
-                magnitude: Some(4.0),
-                max_intensity: None,
-                is_final: false,
-                is_cancelled: false,
-                is_test: false,
-            };
-            Incoming {
-                session_id: session,
-                received_at: crate::time::now_rfc3339(),
-                frame: format!("{{\"type\":\"cq_eew\",\"n\":{n}}}").into_bytes(),
-                marker: "websocket-push",
-                units: vec![UnitRecord {
-                    unit_index: 0,
-                    type_tag: Some("cq_eew".into()),
-                    kind: UnitKind::Report {
-                        source: "cq".into(),
-                        identity: format!("{n:064}"),
-                        report: Box::new(report),
-                        decoder_name: "test".into(),
-                        decoder_sha256: "0".repeat(64),
-                    },
-                }],
-            }
-        })
-        .collect();
-    for batch in frames.chunks(500) {
-        writer.ingest(batch).await.unwrap();
-    }
-    (store, dir)
-}
 
 fn ids_and_text(items: &[ReportItem]) -> Vec<(i64, String)> {
     items
@@ -73,7 +16,7 @@ fn ids_and_text(items: &[ReportItem]) -> Vec<(i64, String)> {
 
 #[tokio::test]
 async fn pages_equal_the_archive_across_blocks_cold_and_warm() {
-    let (store, dir) = archive().await;
+    let (store, _writer, dir) = archive("report-pages", VERSIONS).await;
     let high_water = store.high_water().await.unwrap();
     assert_eq!(high_water, VERSIONS);
     let one_block = store.reports_after(0, BLOCK_IDS - 1).await.unwrap();

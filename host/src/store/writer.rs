@@ -1,6 +1,7 @@
 //! The single writer. Every insert happens here, in transactions whose commit is durable before the caller
 //! learns the new high-water mark (DESIGN.md: durability before visibility).
 
+use super::checkpoint::Checkpointer;
 use crate::time::{beijing_month, now_rfc3339, parse_ms};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
@@ -90,14 +91,26 @@ pub struct RecoverySummary {
 pub struct Writer {
     pub(super) conn: SqliteConnection,
     high_water: i64,
+    pub(super) checkpoints: Checkpointer,
 }
 
 impl Writer {
-    pub(super) async fn new(mut conn: SqliteConnection) -> anyhow::Result<Writer> {
+    /// The writer on `conn`, with WAL checkpoints moved off its commits onto `checkpoint_conn`.
+    pub(super) async fn new(
+        mut conn: SqliteConnection,
+        checkpoint_conn: SqliteConnection,
+    ) -> anyhow::Result<Writer> {
+        sqlx::query("PRAGMA wal_autocheckpoint = 0")
+            .execute(&mut conn)
+            .await?;
         let high_water: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
             .fetch_one(&mut conn)
             .await?;
-        Ok(Writer { conn, high_water })
+        Ok(Writer {
+            conn,
+            high_water,
+            checkpoints: Checkpointer::spawn(checkpoint_conn),
+        })
     }
 
     pub fn high_water(&self) -> i64 {
@@ -122,6 +135,7 @@ impl Writer {
             }
         }
         tx.commit().await.context("commit ingest transaction")?;
+        self.checkpoints.request();
         if let Some(&last) = summary.new_versions.last() {
             self.high_water = self.high_water.max(last);
         }
@@ -186,6 +200,7 @@ impl Writer {
             .await?;
         }
         tx.commit().await.context("commit recovery transaction")?;
+        self.checkpoints.request();
         if let Some(&last) = summary.new_versions.last() {
             self.high_water = self.high_water.max(last);
         }

@@ -1,0 +1,90 @@
+//! WAL checkpoints off the commit path. SQLite's automatic checkpoint runs inside the commit that crosses
+//! 1,000 WAL pages (about every 40 report versions here), so that commit, and the report's delivery, waited for
+//! the database file to be written and synced. The writer's connection has it turned off; this task runs a
+//! passive checkpoint on a connection of its own shortly after commits (and once a second regardless), which
+//! never blocks the writer or readers.
+
+use sqlx::SqliteConnection;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How long after a commit the checkpoint waits, so it does not compete with that commit's delivery.
+const SETTLE: Duration = Duration::from_millis(10);
+/// Checkpoints run at least this often while the writer exists.
+const PERIOD: Duration = Duration::from_secs(1);
+
+pub(super) struct Checkpointer {
+    wake: mpsc::Sender<()>,
+}
+
+impl Checkpointer {
+    /// Starts the checkpoint task on `conn` (a read-write connection to the same database). It ends when the
+    /// checkpointer is dropped.
+    pub(super) fn spawn(conn: SqliteConnection) -> Checkpointer {
+        let (wake, requests) = mpsc::channel(1);
+        tokio::spawn(run(conn, requests));
+        Checkpointer { wake }
+    }
+
+    /// Asks for a checkpoint soon; never waits (one pending request covers any number of commits).
+    pub(super) fn request(&self) {
+        let _ = self.wake.try_send(());
+    }
+}
+
+async fn run(mut conn: SqliteConnection, mut requests: mpsc::Receiver<()>) {
+    loop {
+        tokio::select! {
+            request = requests.recv() => {
+                if request.is_none() {
+                    break;
+                }
+                tokio::time::sleep(SETTLE).await;
+            }
+            _ = tokio::time::sleep(PERIOD) => {}
+        }
+        let outcome: Result<(i64, i64, i64), sqlx::Error> =
+            sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+                .fetch_one(&mut conn)
+                .await;
+        match outcome {
+            Ok((_, wal_pages, checkpointed)) => {
+                tracing::trace!(wal_pages, checkpointed, "WAL checkpoint");
+            }
+            Err(e) => tracing::warn!(error = %e, "WAL checkpoint failed; retrying later"),
+        }
+    }
+    let _ = sqlx::Connection::close(conn).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_archive::{archive, frames};
+    use std::time::Duration;
+
+    /// With SQLite's own checkpoint off on the writer, the WAL must still be recycled: it stays a small part
+    /// of the database instead of holding every page ever written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_is_recycled_while_the_writer_commits() {
+        let (_store, mut writer, dir) = archive("checkpoints", 100).await;
+        let session = writer
+            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+            .await
+            .unwrap();
+        for round in 1..=80 {
+            let first = round * 100 + 1;
+            writer
+                .ingest(&frames(session, first..=first + 99))
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        let size = |name: &str| std::fs::metadata(dir.join(name)).unwrap().len();
+        let (database, wal) = (size("osds.db"), size("osds.db-wal"));
+        assert!(
+            wal * 4 < database,
+            "WAL {wal} bytes against a database of {database} bytes"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
