@@ -12,6 +12,87 @@ use osds::store::{Incoming, UnitKind, UnitRecord};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// One new cq report version as the ingest pipeline hands it to the writer (decoded natively).
+fn cq_incoming(session: i64, tag: &str, n: u64) -> Result<Incoming> {
+    let text = crate::cq_frame(tag, n, 1);
+    let report = match wolfx_core::decode(&wolfx_core::CQ, text.as_bytes()) {
+        Ok(wolfx_core::Decoded::Report(report)) => report,
+        other => anyhow::bail!("frame does not decode: {other:?}"),
+    };
+    let canonical = osds::frame::canonical_without_type(text.as_bytes()).context("canonical")?;
+    Ok(Incoming {
+        session_id: session,
+        received_at: osds::time::now_rfc3339(),
+        frame: text.into_bytes(),
+        marker: "websocket-push",
+        units: vec![UnitRecord {
+            unit_index: 0,
+            type_tag: Some("cq_eew".into()),
+            kind: UnitKind::Report {
+                source: "cq".into(),
+                identity: crate::archive::sha256_hex(&canonical),
+                report: Box::new(report),
+                decoder_name: "wolfx-cq".into(),
+                decoder_sha256: "0".repeat(64),
+            },
+        }],
+    })
+}
+
+/// The server-side steps of one push, timed one at a time in-process, `frames` times each.
+pub struct PushPath {
+    /// The cq component decoding the frame (warm instances, as the ingest pipeline calls it).
+    pub decode: Vec<Duration>,
+    /// `Writer::ingest` of that one frame: a durable commit.
+    pub commit: Vec<Duration>,
+    /// Reading the committed version back, rendered (what the live ring does after the commit).
+    pub read_back: Vec<Duration>,
+}
+
+pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
+    let dir = root.join(format!("osds-bench-push-path-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let url = format!("sqlite://{}", dir.join("osds.db").display());
+    let (store, mut writer) = osds::store::open(&url).await?;
+    let session = writer
+        .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
+        .await?;
+    let runtime = osds::wasm::Runtime::new(osds::wasm::Limits::default())?;
+    let decoders = osds::decoders::DecoderSet::embedded(&runtime)?;
+    let cq = decoders
+        .for_tag("cq_eew")
+        .context("no embedded cq decoder")?
+        .clone();
+    let mut path = PushPath {
+        decode: Vec::new(),
+        commit: Vec::new(),
+        read_back: Vec::new(),
+    };
+    for n in 0..frames {
+        let incoming = cq_incoming(session, "P", n)?;
+        let at = Instant::now();
+        cq.decode(&incoming.frame)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        path.decode.push(at.elapsed());
+        let at = Instant::now();
+        let summary = writer.ingest(&[incoming]).await?;
+        path.commit.push(at.elapsed());
+        let at = Instant::now();
+        let read = store
+            .reports_between(summary.high_water - 1, summary.high_water, 1)
+            .await?;
+        path.read_back.push(at.elapsed());
+        anyhow::ensure!(read.len() == 1, "the committed version did not read back");
+        // The pace of push-latency, so the WAL checkpoint behind each commit runs as it does there.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(writer);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(path)
+}
+
 pub struct FeedReads {
     pub readers: usize,
     /// Time until all N reads completed.
@@ -31,32 +112,7 @@ pub async fn feed_reads(root: &Path, readers: &[usize]) -> Result<Vec<FeedReads>
         .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
         .await?;
     for n in 0..20 {
-        let text = crate::cq_frame("B", n, 1);
-        let report = match wolfx_core::decode(&wolfx_core::CQ, text.as_bytes()) {
-            Ok(wolfx_core::Decoded::Report(report)) => report,
-            other => anyhow::bail!("frame does not decode: {other:?}"),
-        };
-        let canonical =
-            osds::frame::canonical_without_type(text.as_bytes()).context("canonical")?;
-        writer
-            .ingest(&[Incoming {
-                session_id: session,
-                received_at: osds::time::now_rfc3339(),
-                frame: text.into_bytes(),
-                marker: "websocket-push",
-                units: vec![UnitRecord {
-                    unit_index: 0,
-                    type_tag: Some("cq_eew".into()),
-                    kind: UnitKind::Report {
-                        source: "cq".into(),
-                        identity: crate::archive::sha256_hex(&canonical),
-                        report: Box::new(report),
-                        decoder_name: "wolfx-cq".into(),
-                        decoder_sha256: "0".repeat(64),
-                    },
-                }],
-            }])
-            .await?;
+        writer.ingest(&[cq_incoming(session, "B", n)?]).await?;
     }
     let newest = writer.high_water();
     let mut out = Vec::new();

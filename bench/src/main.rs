@@ -272,6 +272,8 @@ struct Results {
     sse: Option<Summary>,
     ws: Option<Summary>,
     push_lost: Option<(usize, usize, usize)>,
+    /// In-process: decode, durable commit, read back (see `breakdown::push_path`).
+    push_path: Option<[Option<Summary>; 3]>,
     ingest: Option<Ingest>,
     fan_out: Vec<fanout::FanOut>,
     feed_reads: Vec<breakdown::FeedReads>,
@@ -602,6 +604,16 @@ async fn push_latency(options: &Options, results: &mut Results) -> Result<()> {
     ));
     server.stop().await;
     relay.shutdown().await;
+    println!(
+        "push-latency: the server-side steps alone, in-process, {} frames",
+        options.frames
+    );
+    let path = breakdown::push_path(&options.dir, options.frames as u64).await?;
+    results.push_path = Some([
+        summarize(&path.decode),
+        summarize(&path.commit),
+        summarize(&path.read_back),
+    ]);
     Ok(())
 }
 
@@ -820,6 +832,11 @@ fn print_table(options: &Options, results: &Results) {
             "{:<40} {sent} measured frames; missing at SSE {sse_lost}, at WebSocket {ws_lost}",
             "push-latency frames"
         );
+    }
+    if let Some([decode, commit, read_back]) = &results.push_path {
+        row("  in-process: cq decode (Wasm, warm)", decode);
+        row("  in-process: durable commit, 1 frame", commit);
+        row("  in-process: read back + render", read_back);
     }
     if let Some(fsync) = results.fsync {
         for (name, summary) in [("SSE", results.sse), ("WebSocket", results.ws)] {

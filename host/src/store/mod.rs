@@ -10,6 +10,7 @@ pub mod report_cache;
 mod report_item;
 #[cfg(test)]
 mod report_pages_tests;
+mod statements;
 #[cfg(test)]
 mod test_archive;
 mod writer;

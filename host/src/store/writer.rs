@@ -1,7 +1,8 @@
 //! The single writer. Every insert happens here, in transactions whose commit is durable before the caller
 //! learns the new high-water mark (DESIGN.md: durability before visibility).
 
-use super::checkpoint::Checkpointer;
+use super::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT_PAGES};
+use super::statements::Statements;
 use crate::time::{beijing_month, now_rfc3339, parse_ms};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
@@ -100,9 +101,11 @@ impl Writer {
         mut conn: SqliteConnection,
         checkpoint_conn: SqliteConnection,
     ) -> anyhow::Result<Writer> {
-        sqlx::query("PRAGMA wal_autocheckpoint = 0")
-            .execute(&mut conn)
-            .await?;
+        sqlx::query(&format!(
+            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"
+        ))
+        .execute(&mut conn)
+        .await?;
         let high_water: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
             .fetch_one(&mut conn)
             .await?;
@@ -123,16 +126,28 @@ impl Writer {
         let mut summary = IngestSummary::default();
         for incoming in batch {
             let raw_sha256 = hex::encode(Sha256::digest(&incoming.frame));
-            sqlx::query("INSERT OR IGNORE INTO raw_payloads (sha256, bytes, size, first_seen_at) VALUES (?, ?, ?, ?)")
-                .bind(&raw_sha256)
-                .bind(&incoming.frame)
+            // The payload goes in with the first unit's statements (units are written one after another:
+            // each one's context must see the one before).
+            let mut pending = Statements::default();
+            pending
+                .push("INSERT OR IGNORE INTO raw_payloads (sha256, bytes, size, first_seen_at) VALUES (?, ?, ?, ?)")
+                .bind(raw_sha256.clone())
+                .bind(incoming.frame.clone())
                 .bind(incoming.frame.len() as i64)
-                .bind(&incoming.received_at)
-                .execute(&mut *tx)
-                .await?;
+                .bind(incoming.received_at.clone());
             for unit in &incoming.units {
-                archive_unit(&mut tx, incoming, &raw_sha256, unit, &mut summary).await?;
+                let statements = std::mem::take(&mut pending);
+                archive_unit(
+                    &mut tx,
+                    statements,
+                    incoming,
+                    &raw_sha256,
+                    unit,
+                    &mut summary,
+                )
+                .await?;
             }
+            pending.execute(&mut tx).await?;
         }
         tx.commit().await.context("commit ingest transaction")?;
         self.checkpoints.request();
@@ -159,45 +174,47 @@ impl Writer {
                 continue;
             }
             let event_key = event_key(&item.source, &item.report.event_id);
-            let (report_id, outcome) =
-                match existing_version(&mut tx, &item.source, &item.identity).await? {
-                    Some(id) => {
-                        summary.duplicates += 1;
-                        (id, "duplicate")
-                    }
-                    None => {
-                        let id = next_report_id(&mut tx).await?;
-                        store_version(
-                            &mut tx,
-                            &NewVersion {
-                                id,
-                                delivery_id: item.delivery_id,
-                                event_key: &event_key,
-                                source: &item.source,
-                                identity: &item.identity,
-                                report: &item.report,
-                                received_at: &item.received_at,
-                                decoder_name: &item.decoder_name,
-                                decoder_sha256: &item.decoder_sha256,
-                            },
-                        )
-                        .await?;
-                        summary.new_versions.push(id);
-                        (id, "new-version")
-                    }
-                };
-            sqlx::query(
-                "INSERT INTO reparses (delivery_id, report_id, event_key, outcome, decoder, reparsed_at) \
-                 VALUES (?, ?, ?, ?, ?, ?)",
-            )
-            .bind(item.delivery_id)
-            .bind(report_id)
-            .bind(&event_key)
-            .bind(outcome)
-            .bind(format!("{}@{}", item.decoder_name, item.decoder_sha256))
-            .bind(&now)
-            .execute(&mut *tx)
-            .await?;
+            let context =
+                VersionContext::read(&mut tx, &item.source, &item.identity, &event_key).await?;
+            let mut statements = Statements::default();
+            let (report_id, outcome) = match context.existing {
+                Some(id) => {
+                    summary.duplicates += 1;
+                    (id, "duplicate")
+                }
+                None => {
+                    let id = context.next_id;
+                    store_version(
+                        &mut statements,
+                        &context,
+                        &NewVersion {
+                            id,
+                            delivery: DeliveryId::Known(item.delivery_id),
+                            event_key: &event_key,
+                            source: &item.source,
+                            identity: &item.identity,
+                            report: &item.report,
+                            received_at: &item.received_at,
+                            decoder_name: &item.decoder_name,
+                            decoder_sha256: &item.decoder_sha256,
+                        },
+                    )?;
+                    summary.new_versions.push(id);
+                    (id, "new-version")
+                }
+            };
+            statements
+                .push(
+                    "INSERT INTO reparses (delivery_id, report_id, event_key, outcome, decoder, reparsed_at) \
+                     VALUES (?, ?, ?, ?, ?, ?)",
+                )
+                .bind(item.delivery_id)
+                .bind(report_id)
+                .bind(event_key)
+                .bind(outcome)
+                .bind(format!("{}@{}", item.decoder_name, item.decoder_sha256))
+                .bind(now.clone());
+            statements.execute(&mut tx).await?;
         }
         tx.commit().await.context("commit recovery transaction")?;
         self.checkpoints.request();
@@ -297,37 +314,35 @@ impl Writer {
     }
 }
 
+/// Archives one unit: reads its version's context if it is a report, then runs `statements` (what the frame
+/// still had to write) and the unit's own in one round trip.
 async fn archive_unit(
     tx: &mut SqliteConnection,
+    mut statements: Statements,
     incoming: &Incoming,
     raw_sha256: &str,
     unit: &UnitRecord,
     summary: &mut IngestSummary,
 ) -> anyhow::Result<()> {
-    let insert_delivery = |source: Option<&str>, outcome: &'static str| {
-        sqlx::query(
-            "INSERT INTO deliveries (session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, outcome, \
-             report_id, event_key, decoder, error_kind, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(incoming.session_id)
-        .bind(&incoming.received_at)
-        .bind(raw_sha256)
-        .bind(unit.unit_index)
-        .bind(unit.type_tag.clone())
-        .bind(source.map(str::to_string))
-        .bind(incoming.marker)
-        .bind(outcome)
+    let mut insert_delivery = |source: Option<&str>, outcome: &'static str| {
+        statements
+            .push(
+                "INSERT INTO deliveries (session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, outcome, \
+                 report_id, event_key, decoder, error_kind, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(incoming.session_id)
+            .bind(incoming.received_at.clone())
+            .bind(raw_sha256.to_string())
+            .bind(unit.unit_index)
+            .bind(unit.type_tag.clone())
+            .bind(source.map(str::to_string))
+            .bind(incoming.marker)
+            .bind(outcome);
     };
     match &unit.kind {
         UnitKind::Ignored => {
-            insert_delivery(None, "ignored")
-                .bind(None::<i64>)
-                .bind(None::<String>)
-                .bind(None::<String>)
-                .bind(None::<String>)
-                .bind(None::<String>)
-                .execute(&mut *tx)
-                .await?;
+            insert_delivery(None, "ignored");
+            bind_nulls(&mut statements, 5);
             summary.ignored += 1;
         }
         UnitKind::Unparsed {
@@ -336,14 +351,13 @@ async fn archive_unit(
             error_kind,
             message,
         } => {
-            insert_delivery(source.as_deref(), "unparsed")
+            insert_delivery(source.as_deref(), "unparsed");
+            statements
                 .bind(None::<i64>)
                 .bind(None::<String>)
                 .bind(decoder.clone())
                 .bind(error_kind.clone())
-                .bind(message.clone())
-                .execute(&mut *tx)
-                .await?;
+                .bind(message.clone());
             summary.unparsed += 1;
         }
         UnitKind::Report {
@@ -355,48 +369,47 @@ async fn archive_unit(
         } => {
             let event_key = event_key(source, &report.event_id);
             let decoder = format!("{decoder_name}@{decoder_sha256}");
-            let existing = existing_version(tx, source, identity).await?;
-            if let Some(report_id) = existing {
-                insert_delivery(Some(source), "duplicate")
-                    .bind(report_id)
-                    .bind(&event_key)
-                    .bind(&decoder)
-                    .bind(None::<String>)
-                    .bind(None::<String>)
-                    .execute(&mut *tx)
-                    .await?;
+            let context = VersionContext::read(tx, source, identity, &event_key).await?;
+            if let Some(report_id) = context.existing {
+                insert_delivery(Some(source), "duplicate");
+                statements.bind(report_id).bind(event_key).bind(decoder);
+                bind_nulls(&mut statements, 2);
                 summary.duplicates += 1;
-                return Ok(());
+            } else {
+                let report_id = context.next_id;
+                insert_delivery(Some(source), "new-version");
+                statements
+                    .bind(report_id)
+                    .bind(event_key.clone())
+                    .bind(decoder);
+                bind_nulls(&mut statements, 2);
+                store_version(
+                    &mut statements,
+                    &context,
+                    &NewVersion {
+                        id: report_id,
+                        delivery: DeliveryId::JustInserted,
+                        event_key: &event_key,
+                        source,
+                        identity,
+                        report,
+                        received_at: &incoming.received_at,
+                        decoder_name,
+                        decoder_sha256,
+                    },
+                )?;
+                summary.new_versions.push(report_id);
             }
-            let report_id = next_report_id(tx).await?;
-            let delivery_id = insert_delivery(Some(source), "new-version")
-                .bind(report_id)
-                .bind(&event_key)
-                .bind(&decoder)
-                .bind(None::<String>)
-                .bind(None::<String>)
-                .execute(&mut *tx)
-                .await?
-                .last_insert_rowid();
-            store_version(
-                tx,
-                &NewVersion {
-                    id: report_id,
-                    delivery_id,
-                    event_key: &event_key,
-                    source,
-                    identity,
-                    report,
-                    received_at: &incoming.received_at,
-                    decoder_name,
-                    decoder_sha256,
-                },
-            )
-            .await?;
-            summary.new_versions.push(report_id);
         }
     }
-    Ok(())
+    statements.execute(tx).await
+}
+
+/// Binds `n` SQL NULLs (the delivery columns a unit has no value for).
+fn bind_nulls(statements: &mut Statements, n: usize) {
+    for _ in 0..n {
+        statements.bind(None::<String>);
+    }
 }
 
 /// Stable event id: the first 16 bytes of SHA-256 of `<source>:<eventId>`, as 32 lowercase hex digits.
@@ -405,10 +418,18 @@ pub fn event_key(source: &str, event_id: &str) -> String {
     hex::encode(&digest[..16])
 }
 
+/// The delivery a new version came in.
+enum DeliveryId {
+    /// Archived before (a recovery).
+    Known(i64),
+    /// Inserted by the statement just before the version's, in the same batch.
+    JustInserted,
+}
+
 /// A report version about to be stored.
 struct NewVersion<'a> {
     id: i64,
-    delivery_id: i64,
+    delivery: DeliveryId,
     event_key: &'a str,
     source: &'a str,
     identity: &'a str,
@@ -418,119 +439,151 @@ struct NewVersion<'a> {
     decoder_sha256: &'a str,
 }
 
-/// The version already archived with this identity in this channel, if any.
-async fn existing_version(
-    tx: &mut SqliteConnection,
-    source: &str,
-    identity: &str,
-) -> anyhow::Result<Option<i64>> {
-    Ok(
-        sqlx::query_scalar("SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?")
-            .bind(source)
-            .bind(identity)
-            .fetch_optional(&mut *tx)
-            .await?,
-    )
+/// What the archive holds about a unit's version and its event, read in one query inside the write
+/// transaction (so ids increase in commit order).
+struct VersionContext {
+    /// The version already archived with this identity in this channel, if any.
+    existing: Option<i64>,
+    /// The next cursor id.
+    next_id: i64,
+    /// Revisions archived for the event so far.
+    revisions: BTreeSet<i64>,
+    /// The event's summary row, if the event is known.
+    event: Option<EventRow>,
 }
 
-/// The next cursor id. Inside the write transaction, so ids increase in commit order.
-async fn next_report_id(tx: &mut SqliteConnection) -> anyhow::Result<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) + 1 FROM reports")
-            .fetch_one(&mut *tx)
-            .await?,
-    )
+struct EventRow {
+    latest_revision: i64,
+    origin_at: Option<String>,
+    sort_ms: i64,
+    upstream_ids: String,
 }
 
-/// Inserts the version and brings its event up to date.
-async fn store_version(tx: &mut SqliteConnection, v: &NewVersion<'_>) -> anyhow::Result<()> {
-    sqlx::query(
+impl VersionContext {
+    async fn read(
+        tx: &mut SqliteConnection,
+        source: &str,
+        identity: &str,
+        event_key: &str,
+    ) -> anyhow::Result<VersionContext> {
+        let row = sqlx::query(
+            "SELECT (SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?) AS existing, \
+             (SELECT COALESCE(MAX(id), 0) + 1 FROM reports) AS next_id, \
+             (SELECT group_concat(DISTINCT revision) FROM reports WHERE event_key = ?) AS revisions, \
+             e.id AS event_id, e.latest_revision, e.origin_at, e.sort_ms, e.upstream_ids \
+             FROM (SELECT 1) LEFT JOIN events e ON e.id = ?",
+        )
+        .bind(source)
+        .bind(identity)
+        .bind(event_key)
+        .bind(event_key)
+        .fetch_one(&mut *tx)
+        .await?;
+        let revisions = row
+            .get::<Option<String>, _>("revisions")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|r| r.parse().ok())
+            .collect();
+        let event = row.get::<Option<String>, _>("event_id").map(|_| EventRow {
+            latest_revision: row.get("latest_revision"),
+            origin_at: row.get("origin_at"),
+            sort_ms: row.get("sort_ms"),
+            upstream_ids: row.get("upstream_ids"),
+        });
+        Ok(VersionContext {
+            existing: row.get("existing"),
+            next_id: row.get("next_id"),
+            revisions,
+            event,
+        })
+    }
+}
+
+/// Adds the version's insert and its event's update to `statements`.
+fn store_version(
+    statements: &mut Statements,
+    context: &VersionContext,
+    v: &NewVersion<'_>,
+) -> anyhow::Result<()> {
+    let delivery = match v.delivery {
+        DeliveryId::Known(_) => "?",
+        DeliveryId::JustInserted => "last_insert_rowid()",
+    };
+    statements.push(&format!(
         "INSERT INTO reports (id, event_key, source, identity_sha256, delivery_id, received_at, event_id, upstream_event_id, \
          revision, issued_at, origin_at, epicenter, magnitude, report_json, decoder_name, decoder_sha256) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(v.id)
-    .bind(v.event_key)
-    .bind(v.source)
-    .bind(v.identity)
-    .bind(v.delivery_id)
-    .bind(v.received_at)
-    .bind(&v.report.event_id)
-    .bind(&v.report.upstream_event_id)
-    .bind(v.report.revision)
-    .bind(&v.report.issued_at)
-    .bind(&v.report.origin_at)
-    .bind(&v.report.epicenter)
-    .bind(v.report.magnitude)
-    .bind(serde_json::to_string(v.report)?)
-    .bind(v.decoder_name)
-    .bind(v.decoder_sha256)
-    .execute(&mut *tx)
-    .await?;
-    upsert_event(tx, v.event_key, v.source, v.report, v.id, v.received_at).await
+         VALUES (?, ?, ?, ?, {delivery}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ));
+    statements
+        .bind(v.id)
+        .bind(v.event_key.to_string())
+        .bind(v.source.to_string())
+        .bind(v.identity.to_string());
+    if let DeliveryId::Known(id) = v.delivery {
+        statements.bind(id);
+    }
+    statements
+        .bind(v.received_at.to_string())
+        .bind(v.report.event_id.clone())
+        .bind(v.report.upstream_event_id.clone())
+        .bind(v.report.revision)
+        .bind(v.report.issued_at.clone())
+        .bind(v.report.origin_at.clone())
+        .bind(v.report.epicenter.clone())
+        .bind(v.report.magnitude)
+        .bind(serde_json::to_string(v.report)?)
+        .bind(v.decoder_name.to_string())
+        .bind(v.decoder_sha256.to_string());
+    upsert_event(statements, context, v)
 }
 
 /// Brings the event's summary row up to date with a newly archived version.
-async fn upsert_event(
-    tx: &mut SqliteConnection,
-    event_key: &str,
-    source: &str,
-    report: &Report,
-    report_id: i64,
-    received_at: &str,
+fn upsert_event(
+    statements: &mut Statements,
+    context: &VersionContext,
+    v: &NewVersion<'_>,
 ) -> anyhow::Result<()> {
-    let revisions: BTreeSet<i64> =
-        sqlx::query_scalar("SELECT DISTINCT revision FROM reports WHERE event_key = ?")
-            .bind(event_key)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect();
+    let report = v.report;
+    let mut revisions = context.revisions.clone();
+    revisions.insert(report.revision);
     let top = revisions.last().copied().unwrap_or(report.revision);
     let missing: Vec<i64> = (1..=top.min(MISSING_REVISIONS_SCAN_LIMIT))
         .filter(|r| !revisions.contains(r))
         .collect();
-    let existing = sqlx::query(
-        "SELECT latest_revision, origin_at, sort_ms, upstream_ids FROM events WHERE id = ?",
-    )
-    .bind(event_key)
-    .fetch_optional(&mut *tx)
-    .await?;
     let missing = serde_json::to_string(&missing)?;
-    match existing {
+    match &context.event {
         None => {
             let origin_ms = report.origin_at.as_deref().and_then(parse_ms);
-            let sort_ms = origin_ms.or_else(|| parse_ms(received_at)).unwrap_or(0);
-            sqlx::query(
-                "INSERT INTO events (id, source, source_event_id, origin_at, origin_ms, sort_ms, month, latest_report_id, \
-                 latest_revision, report_count, missing_revisions, epicenter, magnitude, upstream_ids, first_report_id, last_report_id) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(event_key)
-            .bind(source)
-            .bind(&report.event_id)
-            .bind(&report.origin_at)
-            .bind(origin_ms)
-            .bind(sort_ms)
-            .bind(beijing_month(sort_ms))
-            .bind(report_id)
-            .bind(report.revision)
-            .bind(&missing)
-            .bind(&report.epicenter)
-            .bind(report.magnitude)
-            .bind(&report.upstream_event_id)
-            .bind(report_id)
-            .bind(report_id)
-            .execute(&mut *tx)
-            .await?;
+            let sort_ms = origin_ms.or_else(|| parse_ms(v.received_at)).unwrap_or(0);
+            statements
+                .push(
+                    "INSERT INTO events (id, source, source_event_id, origin_at, origin_ms, sort_ms, month, latest_report_id, \
+                     latest_revision, report_count, missing_revisions, epicenter, magnitude, upstream_ids, first_report_id, last_report_id) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(v.event_key.to_string())
+                .bind(v.source.to_string())
+                .bind(report.event_id.clone())
+                .bind(report.origin_at.clone())
+                .bind(origin_ms)
+                .bind(sort_ms)
+                .bind(beijing_month(sort_ms))
+                .bind(v.id)
+                .bind(report.revision)
+                .bind(missing)
+                .bind(report.epicenter.clone())
+                .bind(report.magnitude)
+                .bind(report.upstream_event_id.clone())
+                .bind(v.id)
+                .bind(v.id);
         }
-        Some(row) => {
-            let latest_revision: i64 = row.get(0);
-            let mut origin_at: Option<String> = row.get(1);
-            let mut sort_ms: i64 = row.get(2);
-            let mut upstream_ids: String = row.get(3);
+        Some(event) => {
+            let mut origin_at = event.origin_at.clone();
+            let mut sort_ms = event.sort_ms;
+            let mut upstream_ids = event.upstream_ids.clone();
             // The latest report is the highest revision; a new version of that revision supersedes the older one.
-            let becomes_latest = report.revision >= latest_revision;
+            let becomes_latest = report.revision >= event.latest_revision;
             if becomes_latest && report.origin_at.is_some()
                 || origin_at.is_none() && report.origin_at.is_some()
             {
@@ -545,33 +598,32 @@ async fn upsert_event(
                 upstream_ids.push_str(&report.upstream_event_id);
             }
             let origin_ms = origin_at.as_deref().and_then(parse_ms);
-            sqlx::query(
-                "UPDATE events SET origin_at = ?, origin_ms = ?, sort_ms = ?, month = ?, report_count = report_count + 1, \
-                 missing_revisions = ?, upstream_ids = ?, last_report_id = ?, \
-                 latest_report_id = CASE WHEN ? THEN ? ELSE latest_report_id END, \
-                 latest_revision = CASE WHEN ? THEN ? ELSE latest_revision END, \
-                 epicenter = CASE WHEN ? THEN ? ELSE epicenter END, \
-                 magnitude = CASE WHEN ? THEN ? ELSE magnitude END \
-                 WHERE id = ?",
-            )
-            .bind(&origin_at)
-            .bind(origin_ms)
-            .bind(sort_ms)
-            .bind(beijing_month(sort_ms))
-            .bind(&missing)
-            .bind(&upstream_ids)
-            .bind(report_id)
-            .bind(becomes_latest)
-            .bind(report_id)
-            .bind(becomes_latest)
-            .bind(report.revision)
-            .bind(becomes_latest)
-            .bind(&report.epicenter)
-            .bind(becomes_latest)
-            .bind(report.magnitude)
-            .bind(event_key)
-            .execute(&mut *tx)
-            .await?;
+            statements
+                .push(
+                    "UPDATE events SET origin_at = ?, origin_ms = ?, sort_ms = ?, month = ?, report_count = report_count + 1, \
+                     missing_revisions = ?, upstream_ids = ?, last_report_id = ?, \
+                     latest_report_id = CASE WHEN ? THEN ? ELSE latest_report_id END, \
+                     latest_revision = CASE WHEN ? THEN ? ELSE latest_revision END, \
+                     epicenter = CASE WHEN ? THEN ? ELSE epicenter END, \
+                     magnitude = CASE WHEN ? THEN ? ELSE magnitude END \
+                     WHERE id = ?",
+                )
+                .bind(origin_at)
+                .bind(origin_ms)
+                .bind(sort_ms)
+                .bind(beijing_month(sort_ms))
+                .bind(missing)
+                .bind(upstream_ids)
+                .bind(v.id)
+                .bind(becomes_latest)
+                .bind(v.id)
+                .bind(becomes_latest)
+                .bind(report.revision)
+                .bind(becomes_latest)
+                .bind(report.epicenter.clone())
+                .bind(becomes_latest)
+                .bind(report.magnitude)
+                .bind(v.event_key.to_string());
         }
     }
     Ok(())
