@@ -295,8 +295,12 @@ async fn produce_sse(state: AppState, mut feed: Feed, events: mpsc::Sender<Event
         config.status_interval,
     );
     status.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // Created once, not per turn of the loop: each turn would register anew with the shared shutdown signal
+    // (one lock for all subscribers) and with the queue.
     let lifetime = sleep_until_some(deadline(&config));
-    tokio::pin!(lifetime);
+    let stopping = shutdown.changed();
+    let gone = events.closed();
+    tokio::pin!(lifetime, stopping, gone);
     let mut sent_up_to = feed.cursor();
     let farewell = loop {
         tokio::select! {
@@ -332,8 +336,8 @@ async fn produce_sse(state: AppState, mut feed: Feed, events: mpsc::Sender<Event
                 }
             }
             _ = &mut lifetime => break lifetime_reason(sent_up_to),
-            _ = shutdown.changed() => break format!("service stopping; resume after report id {sent_up_to}"),
-            _ = events.closed() => return,
+            _ = &mut stopping => break format!("service stopping; resume after report id {sent_up_to}"),
+            _ = &mut gone => return,
         }
     };
     tracing::debug!(reason = %farewell, "closing an SSE stream");
@@ -396,7 +400,8 @@ async fn run_ws(state: AppState, mut feed: Feed, socket: WebSocket) {
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last_heard = Instant::now();
     let lifetime = sleep_until_some(deadline(&config));
-    tokio::pin!(lifetime);
+    let stopping = shutdown.changed();
+    tokio::pin!(lifetime, stopping);
     let mut sent_up_to = feed.cursor();
     // (close code, reason) when the server ends the connection; None when the peer is gone.
     let close: Option<(u16, String)> = loop {
@@ -435,7 +440,7 @@ async fn run_ws(state: AppState, mut feed: Feed, socket: WebSocket) {
                 vec![(None, Message::Ping(Default::default()))]
             }
             _ = &mut lifetime => break Some((1001, lifetime_reason(sent_up_to))),
-            _ = shutdown.changed() => break Some((1001, format!("service stopping; resume after report id {sent_up_to}"))),
+            _ = &mut stopping => break Some((1001, format!("service stopping; resume after report id {sent_up_to}"))),
         };
         let mut slow = false;
         for (report_id, message) in outgoing {
