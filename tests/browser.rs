@@ -6,6 +6,7 @@ mod support;
 
 use fake_relay::RelayConfig;
 use serde_json::{Value, json};
+use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use support::{eventually, get_json, start_connected, tempdir, tests_dir};
@@ -34,6 +35,7 @@ fn free_port() -> u16 {
 /// A ChromeDriver process with one headless Chromium session; both end when dropped.
 struct Browser {
     driver: Child,
+    port: u16,
     base: String,
     session: String,
     http: reqwest::Client,
@@ -88,6 +90,7 @@ impl Browser {
             .to_string();
         Browser {
             driver,
+            port,
             base,
             session,
             http,
@@ -124,6 +127,18 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // Ending the session makes ChromeDriver close Chromium; killing ChromeDriver alone leaves Chromium
+        // running. Plain blocking HTTP, since drop cannot await (and runs on a panic too).
+        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let request = format!(
+                "DELETE /session/{} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                self.session
+            );
+            if stream.write_all(request.as_bytes()).is_ok() {
+                let _ = stream.read_to_end(&mut Vec::new());
+            }
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
