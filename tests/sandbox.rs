@@ -6,6 +6,22 @@ mod support;
 
 use support::{guest_component_dir, json_lines, osds, tempdir};
 
+/// `osds decode` of `files` with the components in `components`: its output and the JSON line per file.
+fn decode_with(
+    components: &std::path::Path,
+    files: &[std::path::PathBuf],
+) -> (std::process::Output, Vec<serde_json::Value>) {
+    let output = osds()
+        .arg("decode")
+        .arg("--components-dir")
+        .arg(components)
+        .args(files)
+        .output()
+        .unwrap();
+    let lines = json_lines(&output);
+    (output, lines)
+}
+
 #[test]
 fn hostile_component_fails_each_payload_and_the_host_carries_on() {
     let components = guest_component_dir("hostile-decoder", "hostile_decoder.wasm");
@@ -22,14 +38,7 @@ fn hostile_component_fails_each_payload_and_the_host_carries_on() {
         std::fs::write(&path, body).unwrap();
         files.push(path);
     }
-    let output = osds()
-        .arg("decode")
-        .arg("--components-dir")
-        .arg(&components)
-        .args(&files)
-        .output()
-        .unwrap();
-    let lines = json_lines(&output);
+    let (output, lines) = decode_with(&components, &files);
     assert_eq!(
         lines.len(),
         5,
@@ -74,14 +83,7 @@ fn memory_a_component_keeps_between_calls_does_not_fail_later_payloads() {
             path
         })
         .collect();
-    let output = osds()
-        .arg("decode")
-        .arg("--components-dir")
-        .arg(&components)
-        .args(&files)
-        .output()
-        .unwrap();
-    let lines = json_lines(&output);
+    let (output, lines) = decode_with(&components, &files);
     assert_eq!(
         lines.len(),
         10,

@@ -9,7 +9,7 @@
 
 use anyhow::{Context, Result};
 use osds::store::{Incoming, UnitKind, UnitRecord};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// One new cq report version as the ingest pipeline hands it to the writer (decoded natively).
@@ -39,6 +39,22 @@ fn cq_incoming(session: i64, tag: &str, n: u64) -> Result<Incoming> {
     })
 }
 
+/// An empty archive in a new folder under `root`, its store and writer, and a session to archive frames on.
+async fn fresh_archive(
+    root: &Path,
+    name: &str,
+) -> Result<(PathBuf, osds::store::Store, osds::store::Writer, i64)> {
+    let dir = root.join(format!("osds-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let url = format!("sqlite://{}", dir.join("osds.db").display());
+    let (store, mut writer) = osds::store::open(&url).await?;
+    let session = writer
+        .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
+        .await?;
+    Ok((dir, store, writer, session))
+}
+
 /// The server-side steps of one push, timed one at a time in-process, `frames` times each.
 pub struct PushPath {
     /// The cq component decoding the frame (warm instances, as the ingest pipeline calls it).
@@ -50,14 +66,7 @@ pub struct PushPath {
 }
 
 pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
-    let dir = root.join(format!("osds-bench-push-path-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let url = format!("sqlite://{}", dir.join("osds.db").display());
-    let (store, mut writer) = osds::store::open(&url).await?;
-    let session = writer
-        .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
-        .await?;
+    let (dir, store, mut writer, session) = fresh_archive(root, "push-path").await?;
     let runtime = osds::wasm::Runtime::new(osds::wasm::Limits::default())?;
     let decoders = osds::decoders::DecoderSet::embedded(&runtime)?;
     let cq = decoders
@@ -103,14 +112,7 @@ pub struct FeedReads {
 
 /// A small fresh archive with a few reports, then `readers` concurrent reads of the newest one.
 pub async fn feed_reads(root: &Path, readers: &[usize]) -> Result<Vec<FeedReads>> {
-    let dir = root.join(format!("osds-bench-feed-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let url = format!("sqlite://{}", dir.join("osds.db").display());
-    let (store, mut writer) = osds::store::open(&url).await?;
-    let session = writer
-        .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
-        .await?;
+    let (dir, store, mut writer, session) = fresh_archive(root, "feed").await?;
     for n in 0..20 {
         writer.ingest(&[cq_incoming(session, "B", n)?]).await?;
     }
