@@ -38,6 +38,38 @@ fn revisions(event: u64) -> u64 {
 }
 
 /// A frame as the channel sends it, for revision `revision` of event `event`.
+/// A frame as the ingest pipeline hands it to the writer: decoded (natively) by `channel`, with its version
+/// identity.
+pub fn decoded_incoming(
+    session: i64,
+    text: String,
+    channel: &wolfx_core::Channel,
+) -> Result<Incoming> {
+    let report = match wolfx_core::decode(channel, text.as_bytes()) {
+        Ok(wolfx_core::Decoded::Report(report)) => report,
+        other => bail!("generated frame does not decode: {other:?}\n{text}"),
+    };
+    let canonical = osds::frame::canonical_without_type(text.as_bytes())
+        .context("canonical JSON of a generated frame")?;
+    Ok(Incoming {
+        session_id: session,
+        received_at: osds::time::now_rfc3339(),
+        frame: text.into_bytes(),
+        marker: "websocket-push",
+        units: vec![UnitRecord {
+            unit_index: 0,
+            type_tag: Some(channel.type_tag.to_string()),
+            kind: UnitKind::Report {
+                source: channel.source.to_string(),
+                identity: sha256_hex(&canonical),
+                report: Box::new(report),
+                decoder_name: format!("wolfx-{}", channel.source),
+                decoder_sha256: "0".repeat(64),
+            },
+        }],
+    })
+}
+
 fn frame(event: u64, revision: u64) -> (String, &'static wolfx_core::Channel) {
     let channel = CHANNELS[(event % 4) as usize];
     let origin = FIRST_EVENT_UNIX + event as i64 * EVENT_SPACING_SECS;
@@ -93,7 +125,6 @@ pub async fn generate(path: &Path, versions: u64) -> Result<f64> {
     let session = writer
         .open_session("/all_eew", "redundant", "ws://osds-bench.invalid/all_eew")
         .await?;
-    let decoder_sha256 = "0".repeat(64);
     let (mut written, mut event) = (0_u64, 0_u64);
     let mut batch = Vec::with_capacity(BATCH);
     let mut last_print = Instant::now();
@@ -101,30 +132,7 @@ pub async fn generate(path: &Path, versions: u64) -> Result<f64> {
         let revisions = revisions(event).min(versions - written);
         for revision in 1..=revisions {
             let (text, channel) = frame(event, revision);
-            let report = match wolfx_core::decode(channel, text.as_bytes()) {
-                Ok(wolfx_core::Decoded::Report(report)) => report,
-                other => bail!("generated frame does not decode: {other:?}\n{text}"),
-            };
-            let canonical = osds::frame::canonical_without_type(text.as_bytes())
-                .context("canonical JSON of a generated frame")?;
-            let identity = sha256_hex(&canonical);
-            batch.push(Incoming {
-                session_id: session,
-                received_at: osds::time::now_rfc3339(),
-                frame: text.into_bytes(),
-                marker: "websocket-push",
-                units: vec![UnitRecord {
-                    unit_index: 0,
-                    type_tag: Some(channel.type_tag.to_string()),
-                    kind: UnitKind::Report {
-                        source: channel.source.to_string(),
-                        identity,
-                        report: Box::new(report),
-                        decoder_name: format!("wolfx-{}", channel.source),
-                        decoder_sha256: decoder_sha256.clone(),
-                    },
-                }],
-            });
+            batch.push(decoded_incoming(session, text, channel)?);
         }
         written += revisions;
         event += 1;

@@ -8,35 +8,13 @@
 //!   and its size.
 
 use anyhow::{Context, Result};
-use osds::store::{Incoming, UnitKind, UnitRecord};
+use osds::store::Incoming;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// One new cq report version as the ingest pipeline hands it to the writer (decoded natively).
+/// One new cq report version as the ingest pipeline hands it to the writer.
 fn cq_incoming(session: i64, tag: &str, n: u64) -> Result<Incoming> {
-    let text = crate::cq_frame(tag, n, 1);
-    let report = match wolfx_core::decode(&wolfx_core::CQ, text.as_bytes()) {
-        Ok(wolfx_core::Decoded::Report(report)) => report,
-        other => anyhow::bail!("frame does not decode: {other:?}"),
-    };
-    let canonical = osds::frame::canonical_without_type(text.as_bytes()).context("canonical")?;
-    Ok(Incoming {
-        session_id: session,
-        received_at: osds::time::now_rfc3339(),
-        frame: text.into_bytes(),
-        marker: "websocket-push",
-        units: vec![UnitRecord {
-            unit_index: 0,
-            type_tag: Some("cq_eew".into()),
-            kind: UnitKind::Report {
-                source: "cq".into(),
-                identity: crate::archive::sha256_hex(&canonical),
-                report: Box::new(report),
-                decoder_name: "wolfx-cq".into(),
-                decoder_sha256: "0".repeat(64),
-            },
-        }],
-    })
+    crate::archive::decoded_incoming(session, crate::cq_frame(tag, n, 1), &wolfx_core::CQ)
 }
 
 /// An empty archive in a new folder under `root`, its store and writer, and a session to archive frames on.
