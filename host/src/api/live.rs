@@ -29,8 +29,11 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until, timeout
 
 /// Most reports read in one query once the backlog is replayed.
 const LIVE_BATCH: i64 = 1000;
-/// Read and write buffer of a live WebSocket.
-const WS_BUFFER: usize = 8 * 1024;
+/// Read buffer of a live WebSocket, allocated up front for every socket; consumers only send `ping`, and a
+/// longer message is read in more steps.
+const WS_READ_BUFFER: usize = 1024;
+/// Bytes a live WebSocket gathers before writing (every report is flushed at once anyway).
+const WS_WRITE_BUFFER: usize = 8 * 1024;
 /// Largest message a live WebSocket consumer may send.
 const WS_MAX_INCOMING: usize = 64 * 1024;
 /// SSE events queued for one consumer before its producer waits on it.
@@ -365,8 +368,8 @@ pub async fn ws(
     let feed = Feed::start(&state, after);
     // Consumers only send `ping`: small buffers keep ten thousand sockets cheap (the defaults are 128 KiB).
     let upgrade = upgrade
-        .read_buffer_size(WS_BUFFER)
-        .write_buffer_size(WS_BUFFER)
+        .read_buffer_size(WS_READ_BUFFER)
+        .write_buffer_size(WS_WRITE_BUFFER)
         .max_message_size(WS_MAX_INCOMING)
         .max_frame_size(WS_MAX_INCOMING);
     Ok(upgrade.on_upgrade(move |socket| async move {
