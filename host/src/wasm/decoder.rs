@@ -96,17 +96,11 @@ impl DecoderComponent {
 
     /// Decodes one payload under the runtime's limits. Blocks for at most the deadline.
     pub fn decode(&self, payload: &[u8]) -> Result<Decoded, DecodeFailure> {
-        let mut warm = self
-            .warm
-            .take(&self.runtime, |store| self.pre.instantiate(store))?;
-        let returned = warm.instance.call_decode(&mut warm.store, payload);
-        let returned = match returned {
-            Ok(returned) => returned,
-            Err(e) => {
-                return Err(DecodeFailure::Call(self.runtime.call_error(&warm.store, e)));
-            }
-        };
-        self.warm.give_back(&self.runtime, warm);
+        let returned = self.warm.call(
+            &self.runtime,
+            |store| self.pre.instantiate(store),
+            |instance, store| instance.call_decode(store, payload),
+        )?;
         match returned {
             Ok(decoded) => Ok(from_wit(decoded)),
             Err(e) => Err(DecodeFailure::Rejected(DecodeError {

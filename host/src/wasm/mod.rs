@@ -115,9 +115,9 @@ impl ResourceLimiter for CallState {
 }
 
 /// An instance with its own store, and how many calls it has served.
-pub(crate) struct Warm<I> {
-    pub(crate) store: Store<CallState>,
-    pub(crate) instance: I,
+struct Warm<I> {
+    store: Store<CallState>,
+    instance: I,
     calls: u32,
 }
 
@@ -133,19 +133,25 @@ impl<I> WarmInstances<I> {
         }
     }
 
-    /// An idle instance, or a new one from `instantiate`, with the call deadline armed.
-    pub(crate) fn take(
+    /// Runs `call` in an idle instance (or a new one from `instantiate`) with the whole deadline. The instance
+    /// is kept for the next call only if the call returned, and it has not served its share, written to stderr
+    /// or grown its memories by a quarter of the limit.
+    pub(crate) fn call<R>(
         &self,
         runtime: &Runtime,
         instantiate: impl FnOnce(&mut Store<CallState>) -> wasmtime::Result<I>,
-    ) -> Result<Warm<I>, CallError> {
+        call: impl FnOnce(&I, &mut Store<CallState>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
         let idle = self
             .idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop();
         let mut warm = match idle {
-            Some(warm) => warm,
+            Some(mut warm) => {
+                runtime.arm_deadline(&mut warm.store);
+                warm
+            }
             None => {
                 let mut store = runtime.store();
                 let instance =
@@ -157,26 +163,20 @@ impl<I> WarmInstances<I> {
                 }
             }
         };
-        runtime.arm_deadline(&mut warm.store);
-        Ok(warm)
-    }
-
-    /// Keeps an instance whose call returned normally for the next call, unless it has served its share, written
-    /// to stderr or grown its memories by a quarter of the limit. An instance whose call failed is dropped
-    /// instead of given back.
-    pub(crate) fn give_back(&self, runtime: &Runtime, mut warm: Warm<I>) {
+        let returned = call(&warm.instance, &mut warm.store)
+            .map_err(|e| runtime.call_error(&warm.store, e))?;
         warm.calls += 1;
         let state = warm.store.data();
-        if warm.calls >= CALLS_PER_INSTANCE
-            || !state.stderr.contents().is_empty()
-            || state.memory_grown > runtime.limits.memory_bytes / 4
+        if warm.calls < CALLS_PER_INSTANCE
+            && state.stderr.contents().is_empty()
+            && state.memory_grown <= runtime.limits.memory_bytes / 4
         {
-            return;
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            if idle.len() < WARM_PER_COMPONENT {
+                idle.push(warm);
+            }
         }
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < WARM_PER_COMPONENT {
-            idle.push(warm);
-        }
+        Ok(returned)
     }
 }
 

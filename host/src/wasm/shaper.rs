@@ -70,14 +70,11 @@ impl ShaperComponent {
 
     /// Shapes one solution (JSON) into the report payload (JSON), under the runtime's limits.
     pub fn shape(&self, solution: &[u8]) -> anyhow::Result<Vec<u8>> {
-        let mut warm = self
-            .warm
-            .take(&self.runtime, |store| self.pre.instantiate(store))?;
-        let returned = match warm.instance.call_shape(&mut warm.store, solution) {
-            Ok(returned) => returned,
-            Err(e) => return Err(self.runtime.call_error(&warm.store, e).into()),
-        };
-        self.warm.give_back(&self.runtime, warm);
+        let returned = self.warm.call(
+            &self.runtime,
+            |store| self.pre.instantiate(store),
+            |instance, store| instance.call_shape(store, solution),
+        )?;
         returned.map_err(|e| anyhow::anyhow!("the shaper refused the solution: {}", e.message))
     }
 }
