@@ -324,25 +324,21 @@ async fn archive_unit(
     unit: &UnitRecord,
     summary: &mut IngestSummary,
 ) -> anyhow::Result<()> {
-    let mut insert_delivery = |source: Option<&str>, outcome: &'static str| {
-        statements
-            .push(
-                "INSERT INTO deliveries (session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, outcome, \
-                 report_id, event_key, decoder, error_kind, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(incoming.session_id)
-            .bind(incoming.received_at.clone())
-            .bind(raw_sha256.to_string())
-            .bind(unit.unit_index)
-            .bind(unit.type_tag.clone())
-            .bind(source.map(str::to_string))
-            .bind(incoming.marker)
-            .bind(outcome);
+    let delivery = |outcome: &'static str| Delivery {
+        incoming,
+        raw_sha256,
+        unit,
+        outcome,
+        source: None,
+        report_id: None,
+        event_key: None,
+        decoder: None,
+        error_kind: None,
+        error_message: None,
     };
     match &unit.kind {
         UnitKind::Ignored => {
-            insert_delivery(None, "ignored");
-            bind_nulls(&mut statements, 5);
+            delivery("ignored").push(&mut statements);
             summary.ignored += 1;
         }
         UnitKind::Unparsed {
@@ -351,13 +347,14 @@ async fn archive_unit(
             error_kind,
             message,
         } => {
-            insert_delivery(source.as_deref(), "unparsed");
-            statements
-                .bind(None::<i64>)
-                .bind(None::<String>)
-                .bind(decoder.clone())
-                .bind(error_kind.clone())
-                .bind(message.clone());
+            Delivery {
+                source: source.clone(),
+                decoder: decoder.clone(),
+                error_kind: Some(error_kind.clone()),
+                error_message: Some(message.clone()),
+                ..delivery("unparsed")
+            }
+            .push(&mut statements);
             summary.unparsed += 1;
         }
         UnitKind::Report {
@@ -368,21 +365,22 @@ async fn archive_unit(
             decoder_sha256,
         } => {
             let event_key = event_key(source, &report.event_id);
-            let decoder = format!("{decoder_name}@{decoder_sha256}");
             let context = VersionContext::read(tx, source, identity, &event_key).await?;
-            if let Some(report_id) = context.existing {
-                insert_delivery(Some(source), "duplicate");
-                statements.bind(report_id).bind(event_key).bind(decoder);
-                bind_nulls(&mut statements, 2);
+            let (outcome, report_id) = match context.existing {
+                Some(id) => ("duplicate", id),
+                None => ("new-version", context.next_id),
+            };
+            Delivery {
+                source: Some(source.clone()),
+                report_id: Some(report_id),
+                event_key: Some(event_key.clone()),
+                decoder: Some(format!("{decoder_name}@{decoder_sha256}")),
+                ..delivery(outcome)
+            }
+            .push(&mut statements);
+            if context.existing.is_some() {
                 summary.duplicates += 1;
             } else {
-                let report_id = context.next_id;
-                insert_delivery(Some(source), "new-version");
-                statements
-                    .bind(report_id)
-                    .bind(event_key.clone())
-                    .bind(decoder);
-                bind_nulls(&mut statements, 2);
                 store_version(
                     &mut statements,
                     &context,
@@ -405,10 +403,40 @@ async fn archive_unit(
     statements.execute(tx).await
 }
 
-/// Binds `n` SQL NULLs (the delivery columns a unit has no value for).
-fn bind_nulls(statements: &mut Statements, n: usize) {
-    for _ in 0..n {
-        statements.bind(None::<String>);
+/// A `deliveries` row: the frame's reception columns and what became of the unit.
+struct Delivery<'a> {
+    incoming: &'a Incoming,
+    raw_sha256: &'a str,
+    unit: &'a UnitRecord,
+    outcome: &'static str,
+    source: Option<String>,
+    report_id: Option<i64>,
+    event_key: Option<String>,
+    decoder: Option<String>,
+    error_kind: Option<String>,
+    error_message: Option<String>,
+}
+
+impl Delivery<'_> {
+    fn push(self, statements: &mut Statements) {
+        statements
+            .push(
+                "INSERT INTO deliveries (session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, outcome, \
+                 report_id, event_key, decoder, error_kind, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(self.incoming.session_id)
+            .bind(self.incoming.received_at.clone())
+            .bind(self.raw_sha256.to_string())
+            .bind(self.unit.unit_index)
+            .bind(self.unit.type_tag.clone())
+            .bind(self.source)
+            .bind(self.incoming.marker)
+            .bind(self.outcome)
+            .bind(self.report_id)
+            .bind(self.event_key)
+            .bind(self.decoder)
+            .bind(self.error_kind)
+            .bind(self.error_message);
     }
 }
 
