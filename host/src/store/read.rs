@@ -104,10 +104,10 @@ pub struct DeliveryPage {
     pub next_cursor: i64,
 }
 
-/// Archive counts for `/status`.
 /// Archive counts and the newest (delivery, reparse, report) ids they were counted at.
 pub(crate) type CountedAt = ((i64, i64, i64), ArchiveCounts);
 
+/// Archive counts for `/status`.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ArchiveCounts {
@@ -132,7 +132,7 @@ const EVENT_COLUMNS: &str = "e.id AS e_id, e.source AS e_source, e.source_event_
 /// Renders a `reports` row as the spec's EEW report. Null fields are present as `null`.
 fn report_json(row: &SqliteRow) -> Value {
     // The rendering is text-first (`report_item.rs`), so both forms agree byte for byte.
-    serde_json::from_str(&report_item::render(row).json).unwrap_or_default()
+    serde_json::from_str(&report_item::render_json(row)).unwrap_or_default()
 }
 
 /// Renders an `events` row joined with its latest report as the spec's EEW event (without `reports`).

@@ -53,8 +53,19 @@ struct StoredReport<'a> {
     is_test: Option<&'a RawValue>,
 }
 
-/// Renders a `reports` row (the `REPORT_COLUMNS` of `read.rs`).
+/// Renders a `reports` row (the `REPORT_COLUMNS` of `read.rs`), with its digest.
 pub fn render(row: &SqliteRow) -> ReportItem {
+    let json = render_json(row);
+    let digest = Sha256::digest(json.as_bytes());
+    ReportItem {
+        id: row.get("id"),
+        digest: digest[..8].try_into().unwrap_or_default(),
+        json: json.into(),
+    }
+}
+
+/// The row's report JSON text alone.
+pub fn render_json(row: &SqliteRow) -> String {
     let id: i64 = row.get("id");
     let delivery_id: i64 = row.get("delivery_id");
     let stored: StoredReport =
@@ -65,27 +76,29 @@ pub fn render(row: &SqliteRow) -> ReportItem {
     push_string(&mut out, row.get("event_key"));
     out.push_str(",\"source\":");
     push_string(&mut out, row.get("source"));
-    for (name, raw) in [
-        ("eventId", stored.event_id),
-        ("upstreamEventId", stored.upstream_event_id),
-        ("revision", stored.revision),
-        ("issuedAt", stored.issued_at),
-        ("originAt", stored.origin_at),
-    ] {
-        let _ = write!(out, ",\"{name}\":{}", raw.map_or("null", RawValue::get));
-    }
+    push_fields(
+        &mut out,
+        [
+            ("eventId", stored.event_id),
+            ("upstreamEventId", stored.upstream_event_id),
+            ("revision", stored.revision),
+            ("issuedAt", stored.issued_at),
+            ("originAt", stored.origin_at),
+        ],
+    );
     out.push_str(",\"receivedAt\":");
     push_string(&mut out, row.get("received_at"));
-    for (name, raw) in [
-        ("epicenter", stored.epicenter),
-        ("latitude", stored.latitude),
-        ("longitude", stored.longitude),
-        ("depthKm", stored.depth_km),
-        ("magnitude", stored.magnitude),
-        ("maxIntensity", stored.max_intensity),
-    ] {
-        let _ = write!(out, ",\"{name}\":{}", raw.map_or("null", RawValue::get));
-    }
+    push_fields(
+        &mut out,
+        [
+            ("epicenter", stored.epicenter),
+            ("latitude", stored.latitude),
+            ("longitude", stored.longitude),
+            ("depthKm", stored.depth_km),
+            ("magnitude", stored.magnitude),
+            ("maxIntensity", stored.max_intensity),
+        ],
+    );
     for (name, raw) in [
         ("isFinal", stored.is_final),
         ("isCancelled", stored.is_cancelled),
@@ -105,12 +118,13 @@ pub fn render(row: &SqliteRow) -> ReportItem {
     out.push_str(",\"sha256\":");
     push_string(&mut out, row.get("decoder_sha256"));
     out.push_str("}}");
+    out
+}
 
-    let digest = Sha256::digest(out.as_bytes());
-    ReportItem {
-        id,
-        digest: digest[..8].try_into().unwrap_or_default(),
-        json: out.into(),
+/// Writes `,"name":value` for each stored field as serde wrote it, `null` when it is absent.
+fn push_fields<const N: usize>(out: &mut String, fields: [(&str, Option<&RawValue>); N]) {
+    for (name, raw) in fields {
+        let _ = write!(out, ",\"{name}\":{}", raw.map_or("null", RawValue::get));
     }
 }
 
