@@ -170,6 +170,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Live streams write one small message at a time to peers that rarely send anything back: with Nagle's algorithm
+/// a message that follows one still unacknowledged waits for the peer's delayed ACK (40 ms on Linux).
+pub(crate) fn no_delay(stream: &tokio::net::TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+    }
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut upstream = UpstreamConfig::new(args.upstream_url.clone());
@@ -324,6 +332,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .await?
         }
         None => {
+            let listener = listener.tap_io(|tcp| no_delay(tcp));
             axum::serve(listener, app)
                 .with_graceful_shutdown(drain)
                 .await?
