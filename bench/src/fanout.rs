@@ -3,7 +3,7 @@
 //! report goes relay → ingest → durable commit → every subscriber) and nginx + nchan (published with an HTTP POST
 //! to its publisher location), so the two are measured the same way.
 
-use crate::{Summary, cq_frame, proc_memory, summarize};
+use crate::{Summary, cq_frame, proc_cpu_secs, proc_memory, summarize};
 use anyhow::{Result, anyhow, bail};
 use fake_relay::FakeRelay;
 use futures_util::StreamExt;
@@ -122,6 +122,8 @@ pub struct FanOut {
     pub rss_connected_kb: u64,
     pub rss_after_kb: u64,
     pub hwm_kb: u64,
+    /// CPU time (user + system) the target used during the measured rounds, per delivered report, in µs.
+    pub cpu_us_per_delivery: f64,
 }
 
 /// An arrival: subscriber index, whether measured (else warm-up), report number, time.
@@ -333,6 +335,12 @@ pub async fn run(
     }
 
     // Measured rounds.
+    let cpu = |pids: &[u32]| {
+        pids.iter()
+            .filter_map(|&pid| proc_cpu_secs(pid))
+            .sum::<f64>()
+    };
+    let cpu_before = cpu(&target.pids);
     let mut sse_latencies = Vec::with_capacity(subscribers * rounds / 2 + 1);
     let mut ws_latencies = Vec::with_capacity(subscribers * rounds / 2 + 1);
     let mut complete = Vec::with_capacity(rounds);
@@ -367,6 +375,7 @@ pub async fn run(
             tokio::time::sleep(wait).await;
         }
     }
+    let cpu_used = cpu(&target.pids) - cpu_before;
     let (rss_after_kb, hwm_kb) = memory(&target.pids);
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
@@ -388,6 +397,7 @@ pub async fn run(
         rss_connected_kb,
         rss_after_kb,
         hwm_kb,
+        cpu_us_per_delivery: cpu_used * 1e6 / (rounds * subscribers - missing).max(1) as f64,
     })
 }
 
@@ -455,12 +465,13 @@ pub fn print(runs: &[FanOut]) {
     );
     for run in runs {
         println!(
-            "{} at {} subscribers ({}): {} reports, peak RSS (VmHWM) {}",
+            "{} at {} subscribers ({}): {} reports, peak RSS (VmHWM) {}, server CPU {:.1} us per delivery",
             run.target,
             run.subscribers,
             run.protocol.label(),
             run.rounds,
-            mb(run.hwm_kb)
+            mb(run.hwm_kb),
+            run.cpu_us_per_delivery
         );
     }
     for osds in runs.iter().filter(|r| r.target == "osds") {
@@ -476,7 +487,7 @@ pub fn print(runs: &[FanOut]) {
             r.rss_connected_kb.saturating_sub(r.rss_idle_kb) as f64 / r.subscribers as f64
         };
         println!(
-            "ratio osds/nchan at {:>5} subscribers ({}): p50 {:.2}x, p99 {:.2}x, max {:.2}x, all-in p50 {:.2}x, memory per subscriber {:.1} kB / {:.1} kB = {:.2}x",
+            "ratio osds/nchan at {:>5} subscribers ({}): p50 {:.2}x, p99 {:.2}x, max {:.2}x, all-in p50 {:.2}x, memory per subscriber {:.1} kB / {:.1} kB = {:.2}x, CPU per delivery {:.2}x",
             osds.subscribers,
             osds.protocol.label(),
             a.p50 / b.p50,
@@ -486,6 +497,7 @@ pub fn print(runs: &[FanOut]) {
             per_sub(osds),
             per_sub(peer),
             per_sub(osds) / per_sub(peer).max(f64::MIN_POSITIVE),
+            osds.cpu_us_per_delivery / peer.cpu_us_per_delivery.max(f64::MIN_POSITIVE),
         );
     }
 }

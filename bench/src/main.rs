@@ -303,6 +303,19 @@ fn proc_memory(pid: u32) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
+/// CPU time (user + system) a process has used so far, in seconds.
+fn proc_cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised name, which may itself hold spaces: utime and stime are the 12th and 13th.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some((utime + stime) as f64 / ticks)
+}
+
 /// Raises this process's open-file limit to its hard limit (children inherit it); returns the new soft limit.
 fn raise_fd_limit() -> u64 {
     let mut limit = libc::rlimit {
