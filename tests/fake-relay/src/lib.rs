@@ -259,6 +259,9 @@ async fn accept_loop(
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
+                    // A relay pushes one small frame at a time to a client that rarely answers: with Nagle's
+                    // algorithm a frame could wait for the client's delayed ACK of the one before.
+                    let _ = stream.set_nodelay(true);
                     clients.push(tokio::spawn(serve_client(stream, shared.clone(), config.clone(), stopped.clone())));
                 }
             }
