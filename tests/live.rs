@@ -185,6 +185,53 @@ async fn websocket_ready_report_status_and_ping() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn idle_streams_get_keep_alive_comments_and_websocket_pings() {
+    let (_relay, server) = start_connected(
+        RelayConfig::default(),
+        &["--live-keepalive-secs", "0.3", "--live-status-secs", "60"],
+    )
+    .await;
+    let mut sse = SseClient::connect(&server.url("/stream"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        sse.next_event().await.unwrap().event.as_deref(),
+        Some("ready")
+    );
+    for _ in 0..2 {
+        let idle = sse.next().await.unwrap();
+        assert_eq!(idle.event, None, "{idle:?}");
+        assert_eq!(
+            idle.comments,
+            [""],
+            "a bare comment keeps an idle stream alive"
+        );
+    }
+
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url(&server, ""))
+        .await
+        .unwrap();
+    let mut pings = 0;
+    while pings < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+            Ok(Some(Ok(Message::Ping(_)))) => pings += 1,
+            Ok(Some(Ok(Message::Text(text)))) => {
+                assert!(text.contains("\"ready\""), "{text}");
+            }
+            other => panic!("expected protocol pings on an idle socket, got {other:?}"),
+        }
+    }
+    // The client answered each ping (tungstenite does by itself), so the socket is still open.
+    ws.send(Message::text("ping")).await.unwrap();
+    loop {
+        let message = ws_next(&mut ws).await.expect("the socket stays open");
+        if message["type"] == "pong" {
+            break;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn connections_past_their_lifetime_close_with_a_reason_naming_the_cursor() {
     let (relay, server) =
         start_connected(RelayConfig::default(), &["--live-max-connection-secs", "1"]).await;

@@ -55,7 +55,7 @@ impl SseClient {
             if let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
                 let mut event = SseEvent::default();
-                for line in block.lines() {
+                for line in block.lines().filter(|line| !line.is_empty()) {
                     let (field, value) = line.split_once(':').unwrap_or((line, ""));
                     let value = value.strip_prefix(' ').unwrap_or(value).to_string();
                     match field {

@@ -5,8 +5,10 @@
 //! so a consumer whose cursor lies inside that range gets every later report from it, gap-free; one whose
 //! cursor is older reads the archive as before.
 
+use super::live::sse;
 use crate::store::{ReportItem, Store};
 use axum::extract::ws::Utf8Bytes;
+use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
@@ -16,13 +18,13 @@ const CAPACITY: usize = 4096;
 /// Reports read per query while filling.
 const READ_BATCH: i64 = 1000;
 
-/// One committed report, ready to send.
+/// One committed report, ready to send: both forms are shared by every consumer, not copied per connection.
 #[derive(Debug)]
 pub struct Rendered {
     pub id: i64,
-    /// The report as JSON text (an SSE `report` event's data).
-    pub text: Arc<str>,
-    /// The WebSocket `report` message (shared, not copied, per socket).
+    /// The SSE `report` event, framed (`event:`, `data:`, `id:` lines).
+    pub sse_event: Bytes,
+    /// The WebSocket `report` message.
     pub ws_text: Utf8Bytes,
 }
 
@@ -34,7 +36,7 @@ impl Rendered {
         );
         Rendered {
             id: report.id,
-            text: report.json,
+            sse_event: sse::event("report", Some(report.id), &report.json),
             ws_text: ws_text.into(),
         }
     }

@@ -1,45 +1,31 @@
-//! Live delivery: `/stream` (SSE) and `/ws` (WebSocket) over one mechanism, [`Feed`]: subscribe to the commit
-//! notifications first, then read every report after the cursor from the database up to the commit horizon,
-//! paced while a backlog is replayed, pushed at once after that. Notifications only wake a feed; what it sends
-//! always comes from the database in id order, so every consumer sees the same ids as `/reports`.
+//! Live delivery: `/stream` (SSE, [`sse`]) and `/ws` (WebSocket, [`ws`]) over one mechanism, [`Feed`]: subscribe
+//! to the commit notifications first, then read every report after the cursor from the database up to the
+//! commit horizon, paced while a backlog is replayed, pushed at once after that. Notifications only wake a feed;
+//! what it sends always comes from the database in id order, so every consumer sees the same ids as `/reports`.
+
+pub mod sse;
+pub mod ws;
+
+pub use sse::stream;
+pub use ws::ws;
 
 use super::AppState;
 use super::error::ApiError;
-use super::gateway::HeldSlot;
 use super::params::{MAX_SAFE_INTEGER, Params, parse_int};
 use super::recent::{RecentReports, Rendered};
 use crate::store::Store;
 use crate::time::now_rfc3339;
-use axum::extract::ws::{
-    CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
-};
-use axum::extract::{Extension, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
-use futures_util::{SinkExt, StreamExt};
+use axum::http::HeaderMap;
 use serde_json::{Value, json};
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
-use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until, timeout};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until, timeout};
 
 /// Most reports read in one query once the backlog is replayed.
 const LIVE_BATCH: i64 = 1000;
-/// Read buffer of a live WebSocket, allocated up front for every socket; consumers only send `ping`, and a
-/// longer message is read in more steps.
-const WS_READ_BUFFER: usize = 1024;
-/// Bytes a live WebSocket gathers before writing (every report is flushed at once anyway).
-const WS_WRITE_BUFFER: usize = 8 * 1024;
-/// Largest message a live WebSocket consumer may send.
-const WS_MAX_INCOMING: usize = 64 * 1024;
-/// SSE events queued for one consumer before its producer waits on it.
-const SSE_QUEUE: usize = 64;
-/// A WebSocket peer that answers no ping for this many ping intervals is gone.
-const MISSED_PINGS: u32 = 3;
 
 /// Timing of live delivery (the spec's values are the defaults).
 #[derive(Debug, Clone)]
@@ -213,274 +199,80 @@ fn lifetime_reason(cursor: i64) -> String {
     format!("connection lifetime reached; resume after report id {cursor}")
 }
 
-fn deadline(config: &LiveConfig) -> Option<Instant> {
-    config.max_connection.map(|d| Instant::now() + d)
+/// The timed duties of one connection (status messages, keep-alives, its lifetime) as deadlines, served by one
+/// timer: a connection that woke for a report used to poll a timer per duty before sleeping again.
+struct Duties {
+    status_every: Duration,
+    keepalive_every: Duration,
+    next_status: Instant,
+    next_keepalive: Instant,
+    end: Option<Instant>,
 }
 
-/// Waits for `at`, or forever when there is none.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => sleep_until(at).await,
-        None => std::future::pending().await,
+/// What [`Duties::due`] found due.
+#[derive(Default)]
+struct Due {
+    status: bool,
+    keepalive: bool,
+    lifetime: bool,
+}
+
+impl Duties {
+    fn new(config: &LiveConfig) -> Duties {
+        let now = Instant::now();
+        Duties {
+            status_every: config.status_interval,
+            keepalive_every: config.keepalive_interval,
+            next_status: now + config.status_interval,
+            next_keepalive: now + config.keepalive_interval,
+            end: config.max_connection.map(|d| now + d),
+        }
+    }
+
+    /// The earliest deadline.
+    fn next(&self) -> Instant {
+        let periodic = self.next_status.min(self.next_keepalive);
+        self.end.map_or(periodic, |end| end.min(periodic))
+    }
+
+    /// What is due at `now`; a periodic duty found due is next due one interval after `now` (a late one is not
+    /// made up for).
+    fn due(&mut self, now: Instant) -> Due {
+        let mut due = Due {
+            lifetime: self.end.is_some_and(|end| now >= end),
+            ..Due::default()
+        };
+        if now >= self.next_status {
+            due.status = true;
+            self.next_status = now + self.status_every;
+        }
+        if now >= self.next_keepalive {
+            due.keepalive = true;
+            self.next_keepalive = now + self.keepalive_every;
+        }
+        due
     }
 }
 
-pub async fn stream(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Result<Response, ApiError> {
-    let after = requested_cursor(query.as_deref(), Some(&headers))?;
-    let feed = Feed::start(&state, after);
-    let (events, queue) = mpsc::channel::<Event>(SSE_QUEUE);
-    let keepalive = state.live_config.keepalive_interval;
-    tokio::spawn(produce_sse(state, feed, events));
-    let body = futures_util::stream::unfold(queue, |mut queue| async move {
-        queue
-            .recv()
-            .await
-            .map(|event| (Ok::<_, Infallible>(event), queue))
-    });
-    let mut response = Sse::new(body)
-        .keep_alive(KeepAlive::new().interval(keepalive))
-        .into_response();
-    // Proxies must not buffer an event stream.
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
-}
-
-enum Sent {
-    Ok,
+/// Why a message could not be handed to a consumer.
+enum Stop {
+    /// The consumer is gone.
     Gone,
+    /// It took nothing for the slow-consumer patience.
     Slow,
 }
 
-async fn queue_event(events: &mpsc::Sender<Event>, event: Event, patience: Duration) -> Sent {
-    // A consumer that keeps up has room: no timer is armed for it (ten thousand per report otherwise).
-    let event = match events.try_send(event) {
-        Ok(()) => return Sent::Ok,
-        Err(mpsc::error::TrySendError::Closed(_)) => return Sent::Gone,
-        Err(mpsc::error::TrySendError::Full(event)) => event,
+/// Completes `sending`; a timer is armed only when it cannot complete at once (with ten thousand consumers
+/// that keep up, a timer per message was a measurable share of the fan-out).
+async fn within<F: Future<Output = Result<(), E>>, E>(
+    patience: Duration,
+    sending: F,
+) -> Result<(), Stop> {
+    let mut sending = std::pin::pin!(sending);
+    let once = std::future::poll_fn(|cx| Poll::Ready(sending.as_mut().poll(cx))).await;
+    let sent = match once {
+        Poll::Ready(sent) => sent,
+        Poll::Pending => timeout(patience, sending).await.map_err(|_| Stop::Slow)?,
     };
-    match timeout(patience, events.send(event)).await {
-        Ok(Ok(())) => Sent::Ok,
-        Ok(Err(_)) => Sent::Gone,
-        Err(_) => Sent::Slow,
-    }
-}
-
-fn json_event(name: &'static str, data: &Value) -> Event {
-    Event::default().event(name).data(data.to_string())
-}
-
-async fn produce_sse(state: AppState, mut feed: Feed, events: mpsc::Sender<Event>) {
-    let config = state.live_config.clone();
-    let patience = config.slow_consumer;
-    let mut shutdown = state.shutdown.clone();
-    let first = Event::default().retry(config.retry);
-    if !matches!(queue_event(&events, first, patience).await, Sent::Ok)
-        || !matches!(
-            queue_event(
-                &events,
-                json_event("ready", &ready_message(&feed)),
-                patience
-            )
-            .await,
-            Sent::Ok
-        )
-    {
-        return;
-    }
-    let mut status = interval_at(
-        Instant::now() + config.status_interval,
-        config.status_interval,
-    );
-    status.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    // Created once, not per turn of the loop: each turn would register anew with the shared shutdown signal
-    // (one lock for all subscribers) and with the queue.
-    let lifetime = sleep_until_some(deadline(&config));
-    let stopping = shutdown.changed();
-    let gone = events.closed();
-    tokio::pin!(lifetime, stopping, gone);
-    let mut sent_up_to = feed.cursor();
-    let farewell = loop {
-        tokio::select! {
-            batch = feed.next() => {
-                let reports = match batch {
-                    Ok(reports) => reports,
-                    Err(e) => {
-                        tracing::warn!(error = %format!("{e:#}"), "live feed cannot read the archive; closing the stream");
-                        break format!("archive unavailable; resume after report id {sent_up_to}");
-                    }
-                };
-                let mut outcome = Sent::Ok;
-                for report in reports {
-                    let id = report.id;
-                    let event = Event::default().event("report").data(&report.text).id(id.to_string());
-                    outcome = queue_event(&events, event, patience).await;
-                    if !matches!(outcome, Sent::Ok) {
-                        break;
-                    }
-                    sent_up_to = id;
-                }
-                match outcome {
-                    Sent::Ok => {}
-                    Sent::Gone => return,
-                    Sent::Slow => break slow_consumer_reason(sent_up_to),
-                }
-            }
-            _ = status.tick() => {
-                match queue_event(&events, json_event("status", &status_message(&state)), patience).await {
-                    Sent::Ok => {}
-                    Sent::Gone => return,
-                    Sent::Slow => break slow_consumer_reason(sent_up_to),
-                }
-            }
-            _ = &mut lifetime => break lifetime_reason(sent_up_to),
-            _ = &mut stopping => break format!("service stopping; resume after report id {sent_up_to}"),
-            _ = &mut gone => return,
-        }
-    };
-    tracing::debug!(reason = %farewell, "closing an SSE stream");
-    // The reason goes out as a comment (not an event) only if the consumer has room for it.
-    let _ = events.try_send(Event::default().comment(farewell));
-}
-
-pub async fn ws(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-    slot: Option<Extension<HeldSlot>>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Result<Response, ApiError> {
-    let after = requested_cursor(query.as_deref(), None)?;
-    let upgrade = upgrade.map_err(|rejection| {
-        ApiError::bad_request(
-            "websocket_upgrade_required",
-            format!(
-                "/ws needs a WebSocket upgrade request: {}",
-                rejection.body_text()
-            ),
-        )
-    })?;
-    // The cursor is fixed when the request arrives, before the upgrade completes.
-    let feed = Feed::start(&state, after);
-    // Consumers only send `ping`: small buffers keep ten thousand sockets cheap (the defaults are 128 KiB).
-    let upgrade = upgrade
-        .read_buffer_size(WS_READ_BUFFER)
-        .write_buffer_size(WS_WRITE_BUFFER)
-        .max_message_size(WS_MAX_INCOMING)
-        .max_frame_size(WS_MAX_INCOMING);
-    Ok(upgrade.on_upgrade(move |socket| async move {
-        // The socket occupies one of its client's connection slots for as long as it is open.
-        let _slot = slot;
-        run_ws(state, feed, socket).await
-    }))
-}
-
-async fn run_ws(state: AppState, mut feed: Feed, socket: WebSocket) {
-    let config = state.live_config.clone();
-    let patience = config.slow_consumer;
-    let mut shutdown = state.shutdown.clone();
-    let (mut sink, mut incoming) = socket.split();
-    let send = |message: Value| Message::text(message.to_string());
-    if !matches!(
-        timeout(patience, sink.send(send(ready_message(&feed)))).await,
-        Ok(Ok(()))
-    ) {
-        return;
-    }
-    let mut status = interval_at(
-        Instant::now() + config.status_interval,
-        config.status_interval,
-    );
-    status.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut ping = interval_at(
-        Instant::now() + config.keepalive_interval,
-        config.keepalive_interval,
-    );
-    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut last_heard = Instant::now();
-    let lifetime = sleep_until_some(deadline(&config));
-    let stopping = shutdown.changed();
-    tokio::pin!(lifetime, stopping);
-    let mut sent_up_to = feed.cursor();
-    // (close code, reason) when the server ends the connection; None when the peer is gone.
-    let close: Option<(u16, String)> = loop {
-        // Each message with the report id it carries, if any.
-        let outgoing: Vec<(Option<i64>, Message)> = tokio::select! {
-            batch = feed.next() => match batch {
-                Ok(reports) => reports
-                    .into_iter()
-                    .map(|report| (Some(report.id), Message::Text(report.ws_text.clone())))
-                    .collect(),
-                Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), "live feed cannot read the archive; closing the socket");
-                    break Some((1011, format!("archive unavailable; resume after report id {sent_up_to}")));
-                }
-            },
-            message = incoming.next() => match message {
-                Some(Ok(Message::Text(text))) => {
-                    last_heard = Instant::now();
-                    if text.as_str().trim() == "ping" {
-                        vec![(None, send(json!({ "type": "pong", "serverTime": now_rfc3339() })))]
-                    } else {
-                        Vec::new()
-                    }
-                }
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
-                Some(Ok(_)) => {
-                    last_heard = Instant::now();
-                    Vec::new()
-                }
-            },
-            _ = status.tick() => vec![(None, send(status_message(&state)))],
-            _ = ping.tick() => {
-                if last_heard.elapsed() > config.keepalive_interval * MISSED_PINGS {
-                    break None;
-                }
-                vec![(None, Message::Ping(Default::default()))]
-            }
-            _ = &mut lifetime => break Some((1001, lifetime_reason(sent_up_to))),
-            _ = &mut stopping => break Some((1001, format!("service stopping; resume after report id {sent_up_to}"))),
-        };
-        let mut slow = false;
-        for (report_id, message) in outgoing {
-            // Armed only when the socket cannot take the message at once (see `queue_event`).
-            let mut sending = std::pin::pin!(sink.send(message));
-            let once = std::future::poll_fn(|cx| Poll::Ready(sending.as_mut().poll(cx))).await;
-            let sent = match once {
-                Poll::Ready(sent) => Ok(sent),
-                Poll::Pending => timeout(patience, sending).await,
-            };
-            match sent {
-                Ok(Ok(())) => {
-                    if let Some(id) = report_id {
-                        sent_up_to = id;
-                    }
-                }
-                Ok(Err(_)) => return,
-                Err(_) => {
-                    slow = true;
-                    break;
-                }
-            }
-        }
-        if slow {
-            break Some((1008, slow_consumer_reason(sent_up_to)));
-        }
-    };
-    if let Some((code, reason)) = close {
-        tracing::debug!(%reason, "closing a WebSocket");
-        let frame = CloseFrame {
-            code,
-            reason: reason.into(),
-        };
-        let _ = timeout(
-            Duration::from_secs(1),
-            sink.send(Message::Close(Some(frame))),
-        )
-        .await;
-    }
+    sent.map_err(|_| Stop::Gone)
 }
