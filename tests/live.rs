@@ -393,14 +393,16 @@ async fn polling_sse_and_websocket_consumers_see_the_same_ids_while_reports_arri
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_consumer_that_stops_reading_is_disconnected_and_resumes_from_its_cursor() {
-    let (relay, server) = start_connected(
+async fn a_websocket_that_stops_reading_is_disconnected_and_an_sse_stream_is_waited_for() {
+    let (relay, mut server) = start_connected(
         RelayConfig::default(),
         &[
             "--live-replay-rate",
             "1000000",
             "--live-slow-consumer-secs",
             "1",
+            "--shutdown-grace-secs",
+            "2",
         ],
     )
     .await;
@@ -419,6 +421,10 @@ async fn a_consumer_that_stops_reading_is_disconnected_and_resumes_from_its_curs
     socket.set_recv_buffer_size(2048).unwrap();
     let stream = socket.connect(address).await.unwrap();
     let (mut slow, _) = tokio_tungstenite::client_async(ws_url(&server, "?after=0"), stream)
+        .await
+        .unwrap();
+    // An SSE consumer that reads nothing for as long.
+    let mut slow_sse = SseClient::connect(&server.url("/stream?after=0"), None)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -473,4 +479,25 @@ async fn a_consumer_that_stops_reading_is_disconnected_and_resumes_from_its_curs
         }
     };
     assert_eq!(next["id"], last + 1);
+
+    // The SSE stream was not dropped: it goes on at the consumer's pace, in order, nothing skipped.
+    let mut sse_ids = Vec::new();
+    while sse_ids.len() < TOTAL as usize {
+        let event = slow_sse
+            .next_event()
+            .await
+            .unwrap_or_else(|| panic!("the SSE stream ended after {} reports", sse_ids.len()));
+        if event.event.as_deref() == Some("report") {
+            sse_ids.push(event.id.unwrap().parse::<i64>().unwrap());
+        }
+    }
+    assert_eq!(sse_ids, (1..=TOTAL).collect::<Vec<_>>());
+
+    // A consumer that reads nothing does not hold a shutdown beyond its grace.
+    let _stuck = SseClient::connect(&server.url("/stream?after=0"), None)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.stop().await;
+    assert!(server.log().contains("closing them"), "{}", server.log());
 }

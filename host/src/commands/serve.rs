@@ -71,12 +71,17 @@ pub struct ServeArgs {
     /// Milliseconds an SSE client waits before reconnecting (the stream's `retry:`).
     #[arg(long, env = "OSDS_LIVE_RETRY_MS", default_value_t = 3000)]
     pub live_retry_ms: u64,
-    /// Seconds a live consumer may leave a message unread before it is disconnected (it resumes by cursor).
+    /// Seconds a WebSocket consumer may leave a message unread before it is disconnected (it resumes by
+    /// cursor); an SSE stream goes at its reader's pace.
     #[arg(long, env = "OSDS_LIVE_SLOW_CONSUMER_SECS", default_value_t = 30.0)]
     pub live_slow_consumer_secs: f64,
     /// Close live connections after this many seconds so clients rebalance (they resume by cursor); 0: never.
     #[arg(long, env = "OSDS_LIVE_MAX_CONNECTION_SECS", default_value_t = 0.0)]
     pub live_max_connection_secs: f64,
+    /// Seconds a shutdown waits for open connections to finish (a consumer that reads nothing never does)
+    /// before closing them.
+    #[arg(long, env = "OSDS_SHUTDOWN_GRACE_SECS", default_value_t = 10.0)]
+    pub shutdown_grace_secs: f64,
     /// Average requests per second allowed per client address.
     #[arg(long, env = "OSDS_RATE_LIMIT_PER_SEC", default_value_t = 10.0)]
     pub rate_limit_per_sec: f64,
@@ -316,10 +321,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         state.shutdown.clone(),
     );
     let app = api::router(state, gateway).into_make_service_with_connect_info::<SocketAddr>();
+    let shutdown_grace = seconds("shutdown-grace-secs", args.shutdown_grace_secs)?;
+    let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
     let drain = async move {
         shutdown_signal().await;
         // Live connections never end by themselves: tell them to close so the drain can finish.
         let _ = stopping.send(true);
+        let _ = draining.send(());
+    };
+    let grace_over = async move {
+        match drain_started.await {
+            Ok(()) => tokio::time::sleep(shutdown_grace).await,
+            Err(_) => std::future::pending().await,
+        }
     };
     tracing::info!(%address, %scheme, "serving /api/v1");
     // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
@@ -327,15 +341,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     match tls {
         Some(acceptor) => {
             let listener = tls::TlsListener::new(listener, acceptor)?.tap_io(|_| ());
-            axum::serve(listener, app)
-                .with_graceful_shutdown(drain)
-                .await?
+            let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
+            drain_within(serving.into_future(), grace_over, shutdown_grace).await?
         }
         None => {
             let listener = listener.tap_io(|tcp| no_delay(tcp));
-            axum::serve(listener, app)
-                .with_graceful_shutdown(drain)
-                .await?
+            let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
+            drain_within(serving.into_future(), grace_over, shutdown_grace).await?
         }
     }
 
@@ -427,6 +439,25 @@ fn reload_on_hangup(components: Arc<ComponentManager>, dir: PathBuf) {
             components.reload_dir(&dir).await;
         }
     });
+}
+
+/// Serves until the drain after a shutdown signal ends, or until `grace_over`: the connections still open
+/// then are closed with the runtime.
+async fn drain_within(
+    serving: impl Future<Output = std::io::Result<()>>,
+    grace_over: impl Future<Output = ()>,
+    grace: Duration,
+) -> std::io::Result<()> {
+    tokio::select! {
+        served = serving => served,
+        () = grace_over => {
+            tracing::warn!(
+                grace_secs = grace.as_secs_f64(),
+                "connections still open after the shutdown grace (consumers that read nothing); closing them"
+            );
+            Ok(())
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -1,4 +1,4 @@
-//! Live delivery: `/stream` (SSE, [`sse`]) and `/ws` (WebSocket, [`ws`]) over one mechanism, [`Feed`]: subscribe
+//! Live delivery: `/stream` (SSE, [`sse`]) and `/ws` (WebSocket, [`mod@ws`]) over one mechanism, [`Feed`]: subscribe
 //! to the commit notifications first, then read every report after the cursor from the database up to the
 //! commit horizon, paced while a backlog is replayed, pushed at once after that. Notifications only wake a feed;
 //! what it sends always comes from the database in id order, so every consumer sees the same ids as `/reports`.
@@ -17,12 +17,10 @@ use crate::store::Store;
 use crate::time::now_rfc3339;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
-use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::watch;
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, sleep_until};
 
 /// Most reports read in one query once the backlog is replayed.
 const LIVE_BATCH: i64 = 1000;
@@ -38,7 +36,8 @@ pub struct LiveConfig {
     pub keepalive_interval: Duration,
     /// The SSE `retry:` a browser waits before reconnecting.
     pub retry: Duration,
-    /// A consumer that takes no message for this long is disconnected.
+    /// A WebSocket consumer that takes no message for this long is disconnected (an SSE stream goes at its
+    /// reader's pace).
     pub slow_consumer: Duration,
     /// Connections are closed after this long (the client resumes from its cursor); `None`: never.
     pub max_connection: Option<Duration>,
@@ -191,10 +190,6 @@ fn status_message(state: &AppState) -> Value {
     })
 }
 
-fn slow_consumer_reason(cursor: i64) -> String {
-    format!("slow consumer disconnected; resume after report id {cursor}")
-}
-
 fn lifetime_reason(cursor: i64) -> String {
     format!("connection lifetime reached; resume after report id {cursor}")
 }
@@ -252,27 +247,4 @@ impl Duties {
         }
         due
     }
-}
-
-/// Why a message could not be handed to a consumer.
-enum Stop {
-    /// The consumer is gone.
-    Gone,
-    /// It took nothing for the slow-consumer patience.
-    Slow,
-}
-
-/// Completes `sending`; a timer is armed only when it cannot complete at once (with ten thousand consumers
-/// that keep up, a timer per message was a measurable share of the fan-out).
-async fn within<F: Future<Output = Result<(), E>>, E>(
-    patience: Duration,
-    sending: F,
-) -> Result<(), Stop> {
-    let mut sending = std::pin::pin!(sending);
-    let once = std::future::poll_fn(|cx| Poll::Ready(sending.as_mut().poll(cx))).await;
-    let sent = match once {
-        Poll::Ready(sent) => sent,
-        Poll::Pending => timeout(patience, sending).await.map_err(|_| Stop::Slow)?,
-    };
-    sent.map_err(|_| Stop::Gone)
 }

@@ -1,10 +1,9 @@
-//! `/stream`: live delivery as Server-Sent Events. A producer task per consumer moves the [`Feed`] and queues
-//! framed events; the response body is that queue. A report's event is framed once for every consumer
-//! ([`super::super::recent::Rendered`]), so a delivery hands over shared bytes.
+//! `/stream`: live delivery as Server-Sent Events. The response body is the consumer's [`Feed`], moved whenever
+//! hyper asks for more (no task or queue of its own per consumer); a report's event is framed once for every
+//! consumer ([`crate::api::recent::Rendered`]), so a delivery hands over shared bytes.
 
 use super::{
-    AppState, Duties, Feed, Stop, lifetime_reason, ready_message, requested_cursor,
-    slow_consumer_reason, status_message, within,
+    AppState, Duties, Feed, lifetime_reason, ready_message, requested_cursor, status_message,
 };
 use crate::api::error::ApiError;
 use axum::body::Body;
@@ -13,12 +12,12 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep_until};
+use std::future::Future;
+use std::pin::Pin;
+use tokio::time::{Instant, Sleep, sleep_until};
 
-/// Events queued for one consumer before its producer waits on it.
-const QUEUE: usize = 64;
 /// A comment line: keeps the connection (and proxies) from idling out.
 const KEEPALIVE: &[u8] = b":\n\n";
 
@@ -64,15 +63,12 @@ pub async fn stream(
 ) -> Result<Response, ApiError> {
     let after = requested_cursor(query.as_deref(), Some(&headers))?;
     let feed = Feed::start(&state, after);
-    let (events, queue) = mpsc::channel::<Bytes>(QUEUE);
-    tokio::spawn(produce(state, feed, events));
+    let events = Events::new(state, feed);
     let body = Body::from_stream(futures_util::stream::unfold(
-        queue,
-        |mut queue| async move {
-            queue
-                .recv()
-                .await
-                .map(|frame| (Ok::<_, Infallible>(frame), queue))
+        events,
+        |mut events| async move {
+            let frame = events.next().await?;
+            Some((Ok::<_, Infallible>(frame), events))
         },
     ));
     let headers = [
@@ -90,91 +86,120 @@ pub async fn stream(
     Ok((headers, body).into_response())
 }
 
-async fn produce(state: AppState, mut feed: Feed, events: mpsc::Sender<Bytes>) {
-    let config = state.live_config.clone();
-    let patience = config.slow_consumer;
-    let mut shutdown = state.shutdown.clone();
-    let retry = Bytes::from(format!("retry: {}\n\n", config.retry.as_millis()));
-    let ready = json_event("ready", &ready_message(&feed));
-    for first in [retry, ready] {
-        if within(patience, events.send(first)).await.is_err() {
-            return;
+/// One consumer's stream of frames, produced when the response body is polled: the connection's own task
+/// moves the feed, so a delivery wakes one task and queues nothing. A consumer that reads slowly is not
+/// disconnected: hyper stops polling the body while its write buffer is full, and the feed falls back to
+/// the archive as far behind as the consumer is.
+struct Events {
+    state: AppState,
+    feed: Feed,
+    duties: Duties,
+    wake: Pin<Box<Sleep>>,
+    stopping: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// Frames ready to go, with the report id each carries.
+    pending: VecDeque<(Option<i64>, Bytes)>,
+    sent_up_to: i64,
+    /// Whether nothing went out since the last keep-alive was due.
+    quiet: bool,
+    now: Instant,
+    ended: bool,
+}
+
+impl Events {
+    fn new(state: AppState, feed: Feed) -> Events {
+        let config = &state.live_config;
+        let duties = Duties::new(config);
+        let mut shutdown = state.shutdown.clone();
+        let retry = Bytes::from(format!("retry: {}\n\n", config.retry.as_millis()));
+        let ready = json_event("ready", &ready_message(&feed));
+        Events {
+            wake: Box::pin(sleep_until(duties.next())),
+            stopping: Box::pin(async move {
+                let _ = shutdown.changed().await;
+            }),
+            pending: VecDeque::from([(None, retry), (None, ready)]),
+            sent_up_to: feed.cursor(),
+            quiet: true,
+            now: Instant::now(),
+            ended: false,
+            duties,
+            feed,
+            state,
         }
     }
-    let mut duties = Duties::new(&config);
-    // Created once, not per turn of the loop: each turn would register anew with the shared shutdown signal
-    // (one lock for all subscribers) and with the queue.
-    let wake = sleep_until(duties.next());
-    let stopping = shutdown.changed();
-    let gone = events.closed();
-    tokio::pin!(wake, stopping, gone);
-    let mut sent_up_to = feed.cursor();
-    // Whether anything went out since the last keep-alive was due: one is sent only on an idle stream.
-    let mut quiet = true;
-    let mut now = Instant::now();
-    let stopped = loop {
-        // Looked at before waiting, so a feed that is ready on every turn cannot starve the duties.
-        if now >= duties.next() {
-            let due = duties.due(now);
-            if due.lifetime {
-                break Ok(lifetime_reason(sent_up_to));
-            }
-            if due.status {
-                let status = json_event("status", &status_message(&state));
-                if let Err(stop) = within(patience, events.send(status)).await {
-                    break Err(stop);
-                }
-                quiet = false;
-            }
-            if due.keepalive {
-                if quiet
-                    && let Err(stop) =
-                        within(patience, events.send(Bytes::from_static(KEEPALIVE))).await
-                {
-                    break Err(stop);
-                }
-                quiet = true;
-            }
-            wake.as_mut().reset(duties.next());
+
+    async fn next(&mut self) -> Option<Bytes> {
+        if let Some(frame) = self.take_pending() {
+            return Some(frame);
         }
-        // Biased: a woken consumer usually has a report, and then nothing else is polled.
-        tokio::select! {
-            biased;
-            batch = feed.next() => {
-                let reports = match batch {
-                    Ok(reports) => reports,
-                    Err(e) => {
-                        tracing::warn!(error = %format!("{e:#}"), "live feed cannot read the archive; closing the stream");
-                        break Ok(format!("archive unavailable; resume after report id {sent_up_to}"));
-                    }
-                };
-                let mut outcome = Ok(());
-                for report in reports {
-                    outcome = within(patience, events.send(report.sse_event.clone())).await;
-                    if outcome.is_err() {
-                        break;
-                    }
-                    sent_up_to = report.id;
-                    quiet = false;
-                }
-                if let Err(stop) = outcome {
-                    break Err(stop);
-                }
-                now = Instant::now();
-            }
-            _ = &mut wake => now = Instant::now().max(wake.deadline()),
-            _ = &mut stopping => break Ok(format!("service stopping; resume after report id {sent_up_to}")),
-            _ = &mut gone => break Err(Stop::Gone),
+        if self.ended {
+            return None;
         }
-    };
-    let farewell = match stopped {
-        Ok(reason) => reason,
-        Err(Stop::Slow) => slow_consumer_reason(sent_up_to),
-        Err(Stop::Gone) => return,
-    };
-    tracing::debug!(reason = %farewell, "closing an SSE stream");
-    // The reason goes out as a comment (not an event) only if the consumer has room for it.
-    let _ = events.try_send(comment(&farewell));
+        loop {
+            // Looked at before waiting, so a feed that is ready on every turn cannot starve the duties.
+            if self.now >= self.duties.next() {
+                let due = self.duties.due(self.now);
+                self.wake.as_mut().reset(self.duties.next());
+                if due.lifetime {
+                    return self.end(lifetime_reason(self.sent_up_to));
+                }
+                let keepalive = due.keepalive && self.quiet;
+                if due.keepalive {
+                    self.quiet = true;
+                }
+                if due.status {
+                    self.quiet = false;
+                    return Some(json_event("status", &status_message(&self.state)));
+                }
+                if keepalive {
+                    return Some(Bytes::from_static(KEEPALIVE));
+                }
+            }
+            // Biased: a woken consumer usually has a report, and then nothing else is polled.
+            tokio::select! {
+                biased;
+                batch = self.feed.next() => {
+                    self.now = Instant::now();
+                    match batch {
+                        Ok(reports) => {
+                            self.quiet = false;
+                            self.pending.extend(reports.iter().map(|r| (Some(r.id), r.sse_event.clone())));
+                            if let Some(frame) = self.take_pending() {
+                                return Some(frame);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(
+                                error = %format!("{e:#}"),
+                                "live feed cannot read the archive; closing the stream"
+                            );
+                            let reason = format!("archive unavailable; resume after report id {}", self.sent_up_to);
+                            return self.end(reason);
+                        }
+                    }
+                }
+                _ = &mut self.wake => self.now = Instant::now().max(self.wake.deadline()),
+                _ = &mut self.stopping => {
+                    return self.end(format!("service stopping; resume after report id {}", self.sent_up_to));
+                }
+            }
+        }
+    }
+
+    fn take_pending(&mut self) -> Option<Bytes> {
+        let (id, frame) = self.pending.pop_front()?;
+        if let Some(id) = id {
+            self.sent_up_to = id;
+        }
+        Some(frame)
+    }
+
+    /// The last frame: the reason, as a comment (not an event).
+    fn end(&mut self, reason: String) -> Option<Bytes> {
+        tracing::debug!(%reason, "closing an SSE stream");
+        self.ended = true;
+        Some(comment(&reason))
+    }
 }
 
 #[cfg(test)]

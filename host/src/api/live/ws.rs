@@ -2,8 +2,7 @@
 //! `status` and protocol pings, and closes with a reason naming the cursor to resume after.
 
 use super::{
-    AppState, Duties, Feed, Stop, lifetime_reason, ready_message, requested_cursor,
-    slow_consumer_reason, status_message, within,
+    AppState, Duties, Feed, lifetime_reason, ready_message, requested_cursor, status_message,
 };
 use crate::api::error::ApiError;
 use crate::api::gateway::HeldSlot;
@@ -14,6 +13,8 @@ use axum::extract::ws::{
 use axum::extract::{Extension, RawQuery, State};
 use axum::response::Response;
 use serde_json::{Value, json};
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::time::{Instant, sleep_until, timeout};
 
@@ -56,6 +57,33 @@ pub async fn ws(
         let _slot = slot;
         run(state, feed, socket).await
     }))
+}
+
+/// Why a message could not be handed to a consumer.
+enum Stop {
+    /// The consumer is gone.
+    Gone,
+    /// It took nothing for the slow-consumer patience.
+    Slow,
+}
+
+/// Completes `sending`; a timer is armed only when it cannot complete at once (with ten thousand consumers
+/// that keep up, a timer per message was a measurable share of the fan-out).
+async fn within<F: Future<Output = Result<(), E>>, E>(
+    patience: Duration,
+    sending: F,
+) -> Result<(), Stop> {
+    let mut sending = std::pin::pin!(sending);
+    let once = std::future::poll_fn(|cx| Poll::Ready(sending.as_mut().poll(cx))).await;
+    let sent = match once {
+        Poll::Ready(sent) => sent,
+        Poll::Pending => timeout(patience, sending).await.map_err(|_| Stop::Slow)?,
+    };
+    sent.map_err(|_| Stop::Gone)
+}
+
+fn slow_consumer_reason(cursor: i64) -> String {
+    format!("slow consumer disconnected; resume after report id {cursor}")
 }
 
 /// How a socket ends when a message could not be handed over: a slow consumer is told why.
