@@ -25,7 +25,8 @@ impl SseEvent {
 /// A minimal EventSource reader over reqwest.
 pub struct SseClient {
     body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
-    buffer: String,
+    /// Bytes as they came: a chunk may end inside a character, so only whole messages are decoded.
+    buffer: Vec<u8>,
 }
 
 impl SseClient {
@@ -45,15 +46,16 @@ impl SseClient {
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         Ok(SseClient {
             body: Box::pin(response.bytes_stream()),
-            buffer: String::new(),
+            buffer: Vec::new(),
         })
     }
 
     /// The next message, `None` when the server ended the stream.
     pub async fn next(&mut self) -> Option<SseEvent> {
         loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
+            if let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\n\n") {
+                let bytes: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                let block = String::from_utf8(bytes).expect("an SSE message is UTF-8");
                 let mut event = SseEvent::default();
                 for line in block.lines().filter(|line| !line.is_empty()) {
                     let (field, value) = line.split_once(':').unwrap_or((line, ""));
@@ -75,7 +77,7 @@ impl SseClient {
                 return Some(event);
             }
             match tokio::time::timeout(Duration::from_secs(20), self.body.next()).await {
-                Ok(Some(Ok(chunk))) => self.buffer.push_str(std::str::from_utf8(&chunk).unwrap()),
+                Ok(Some(Ok(chunk))) => self.buffer.extend_from_slice(&chunk),
                 Ok(_) => return None,
                 Err(_) => panic!("no SSE data for 20 s"),
             }
