@@ -340,9 +340,7 @@ async fn a_killed_server_keeps_every_committed_frame_intact_without_gaps_or_dupl
     server.kill();
     let relay = pushing.await.unwrap();
 
-    let dir = server.dir.clone();
-    drop(server);
-    let server = Server::start_in(dir, &relay.url(), &[]);
+    let server = Server::start_in(server.into_dir(), &relay.url(), &[]);
     let reports = all_reports(&server).await;
     assert!(reports.len() >= 40, "{} versions survived", reports.len());
     let ids: Vec<i64> = reports.iter().map(|r| r["id"].as_i64().unwrap()).collect();

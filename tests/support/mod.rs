@@ -125,6 +125,8 @@ pub struct Server {
     pub base: String,
     pub db_path: PathBuf,
     pub dir: PathBuf,
+    /// Whether `dir` was made for this server (and goes with it) rather than handed in by the test.
+    owns_dir: bool,
 }
 
 impl Server {
@@ -132,7 +134,9 @@ impl Server {
     /// back-off capped at 0.5 s), on a database in a new directory, and waits until it serves.
     pub fn start(upstream: &str, extra: &[&str]) -> Server {
         let dir = tempdir("server");
-        Server::start_in(dir, upstream, extra)
+        let mut server = Server::start_in(dir, upstream, extra);
+        server.owns_dir = true;
+        server
     }
 
     /// Like [`Server::start`], on the database already in `dir` (for restarts).
@@ -180,6 +184,7 @@ impl Server {
             base,
             db_path,
             dir,
+            owns_dir: false,
         }
     }
 
@@ -207,6 +212,13 @@ impl Server {
         panic!("osds serve did not stop; log:\n{}", self.log());
     }
 
+    /// Stops the server (SIGKILL) and hands its directory to the caller, who may start another server in it.
+    pub fn into_dir(mut self) -> PathBuf {
+        self.kill();
+        self.owns_dir = false;
+        self.dir.clone()
+    }
+
     /// SIGKILL: no shutdown code runs.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -217,6 +229,10 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+        // A failed test keeps its server's database and log to look at.
+        if self.owns_dir && !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
