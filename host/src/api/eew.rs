@@ -294,15 +294,7 @@ async fn reports(
 /// A `/reports` answer with the page's own validator as its ETag.
 fn report_page_response(page: &ReportPage) -> Response {
     let (body, validator) = page.to_json();
-    let etag = format!("W/\"{}\"", hex::encode(validator));
     let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
-    let headers = response.headers_mut();
-    if let Ok(etag) = HeaderValue::from_str(&etag) {
-        headers.insert(header::ETAG, etag);
-    }
-    headers.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(super::gateway::JSON_CACHE_CONTROL),
-    );
+    super::gateway::mark_json_validator(response.headers_mut(), &validator);
     response
 }

@@ -407,13 +407,7 @@ pub async fn caching(request: Request, next: Next) -> Response {
             }
         };
         let digest = Sha256::digest(&bytes);
-        if let Ok(etag) = HeaderValue::from_str(&format!("W/\"{}\"", hex::encode(&digest[..16]))) {
-            parts.headers.insert(header::ETAG, etag);
-        }
-        parts
-            .headers
-            .entry(header::CACHE_CONTROL)
-            .or_insert(HeaderValue::from_static(JSON_CACHE_CONTROL));
+        mark_json_validator(&mut parts.headers, &digest[..16]);
         Response::from_parts(parts, Body::from(bytes))
     } else {
         response
@@ -433,6 +427,16 @@ pub async fn caching(request: Request, next: Next) -> Response {
 }
 
 /// `If-None-Match` uses the weak comparison: `W/"x"` and `"x"` match.
+/// A JSON answer's weak `ETag` from a digest of what it says, and its `Cache-Control` unless it has one.
+pub fn mark_json_validator(headers: &mut HeaderMap, digest: &[u8]) {
+    if let Ok(etag) = HeaderValue::from_str(&format!("W/\"{}\"", hex::encode(digest))) {
+        headers.insert(header::ETAG, etag);
+    }
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static(JSON_CACHE_CONTROL));
+}
+
 fn etag_matches(wanted: &HeaderValue, etag: &HeaderValue) -> bool {
     let Ok(wanted) = wanted.to_str() else {
         return false;

@@ -26,12 +26,17 @@ impl<'a> Csv<'a> {
         })
     }
 
-    /// The position of a required column.
-    pub fn column(&self, name: &str) -> anyhow::Result<usize> {
-        self.names
+    /// The positions of required columns, in the order asked for.
+    pub fn columns(&self, names: &[&str]) -> anyhow::Result<Vec<usize>> {
+        names
             .iter()
-            .position(|n| *n == name)
-            .with_context(|| format!("{} has no `{name}` column", self.what))
+            .map(|name| {
+                self.names
+                    .iter()
+                    .position(|n| n == name)
+                    .with_context(|| format!("{} has no `{name}` column", self.what))
+            })
+            .collect()
     }
 }
 

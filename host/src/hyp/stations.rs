@@ -52,10 +52,7 @@ const COLUMNS: [&str; 9] = [
 /// Parses the table; a malformed row is an error naming its line.
 pub fn parse(text: &str) -> anyhow::Result<Vec<TableStation>> {
     let table = Csv::parse(text, "the station table")?;
-    let at: Vec<usize> = COLUMNS
-        .iter()
-        .map(|c| table.column(c))
-        .collect::<anyhow::Result<_>>()?;
+    let at = table.columns(&COLUMNS)?;
     table
         .rows
         .iter()

@@ -46,10 +46,7 @@ impl Table {
         use sha2::{Digest, Sha256};
         let table = Csv::parse(text, "the travel-time table")?;
         let columns = ["depth_km", "distance_km", "p_ms", "s_ms"];
-        let at: Vec<usize> = columns
-            .iter()
-            .map(|c| table.column(c))
-            .collect::<anyhow::Result<_>>()?;
+        let at = table.columns(&columns)?;
         let mut rows = Vec::new();
         for (line, cells) in &table.rows {
             let value =
