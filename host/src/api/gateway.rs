@@ -426,7 +426,6 @@ pub async fn caching(request: Request, next: Next) -> Response {
     }
 }
 
-/// `If-None-Match` uses the weak comparison: `W/"x"` and `"x"` match.
 /// A JSON answer's weak `ETag` from a digest of what it says, and its `Cache-Control` unless it has one.
 pub fn mark_json_validator(headers: &mut HeaderMap, digest: &[u8]) {
     if let Ok(etag) = HeaderValue::from_str(&format!("W/\"{}\"", hex::encode(digest))) {
@@ -437,6 +436,7 @@ pub fn mark_json_validator(headers: &mut HeaderMap, digest: &[u8]) {
         .or_insert(HeaderValue::from_static(JSON_CACHE_CONTROL));
 }
 
+/// `If-None-Match` uses the weak comparison: `W/"x"` and `"x"` match.
 fn etag_matches(wanted: &HeaderValue, etag: &HeaderValue) -> bool {
     let Ok(wanted) = wanted.to_str() else {
         return false;
