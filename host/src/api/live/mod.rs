@@ -17,10 +17,11 @@ use crate::store::Store;
 use crate::time::now_rfc3339;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, Sleep, sleep_until};
 
 /// Most reports read in one query once the backlog is replayed.
 const LIVE_BATCH: i64 = 1000;
@@ -202,6 +203,8 @@ struct Duties {
     next_status: Instant,
     next_keepalive: Instant,
     end: Option<Instant>,
+    /// Set for the earliest deadline.
+    timer: Pin<Box<Sleep>>,
 }
 
 /// What [`Duties::due`] found due.
@@ -215,24 +218,35 @@ struct Due {
 impl Duties {
     fn new(config: &LiveConfig) -> Duties {
         let now = Instant::now();
-        Duties {
+        let mut duties = Duties {
             status_every: config.status_interval,
             keepalive_every: config.keepalive_interval,
             next_status: now + config.status_interval,
             next_keepalive: now + config.keepalive_interval,
             end: config.max_connection.map(|d| now + d),
-        }
+            timer: Box::pin(sleep_until(now)),
+        };
+        let first = duties.earliest();
+        duties.timer.as_mut().reset(first);
+        duties
     }
 
-    /// The earliest deadline.
-    fn next(&self) -> Instant {
+    fn earliest(&self) -> Instant {
         let periodic = self.next_status.min(self.next_keepalive);
         self.end.map_or(periodic, |end| end.min(periodic))
     }
 
-    /// What is due at `now`; a periodic duty found due is next due one interval after `now` (a late one is not
-    /// made up for).
-    fn due(&mut self, now: Instant) -> Due {
+    /// What is due now. Looked at before each wait, so a feed that is ready on every turn cannot starve the
+    /// duties. A periodic duty found due is next due one interval later (a late one is not made up for).
+    fn due(&mut self) -> Due {
+        let mut now = Instant::now();
+        // A timer that fired counts as its deadline reached, whatever the clock read since.
+        if self.timer.is_elapsed() {
+            now = now.max(self.timer.deadline());
+        }
+        if now < self.earliest() {
+            return Due::default();
+        }
         let mut due = Due {
             lifetime: self.end.is_some_and(|end| now >= end),
             ..Due::default()
@@ -245,6 +259,13 @@ impl Duties {
             due.keepalive = true;
             self.next_keepalive = now + self.keepalive_every;
         }
+        let next = self.earliest();
+        self.timer.as_mut().reset(next);
         due
+    }
+
+    /// Resolves once the earliest deadline has passed.
+    async fn elapsed(&mut self) {
+        self.timer.as_mut().await
     }
 }

@@ -16,7 +16,6 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use tokio::time::{Instant, Sleep, sleep_until};
 
 /// A comment line: keeps the connection (and proxies) from idling out.
 const KEEPALIVE: &[u8] = b":\n\n";
@@ -94,14 +93,12 @@ struct Events {
     state: AppState,
     feed: Feed,
     duties: Duties,
-    wake: Pin<Box<Sleep>>,
     stopping: Pin<Box<dyn Future<Output = ()> + Send>>,
     /// Frames ready to go, with the report id each carries.
     pending: VecDeque<(Option<i64>, Bytes)>,
     sent_up_to: i64,
     /// Whether nothing went out since the last keep-alive was due.
     quiet: bool,
-    now: Instant,
     ended: bool,
 }
 
@@ -113,14 +110,12 @@ impl Events {
         let retry = Bytes::from(format!("retry: {}\n\n", config.retry.as_millis()));
         let ready = json_event("ready", &ready_message(&feed));
         Events {
-            wake: Box::pin(sleep_until(duties.next())),
             stopping: Box::pin(async move {
                 let _ = shutdown.changed().await;
             }),
             pending: VecDeque::from([(None, retry), (None, ready)]),
             sent_up_to: feed.cursor(),
             quiet: true,
-            now: Instant::now(),
             ended: false,
             duties,
             feed,
@@ -136,30 +131,25 @@ impl Events {
             return None;
         }
         loop {
-            // Looked at before waiting, so a feed that is ready on every turn cannot starve the duties.
-            if self.now >= self.duties.next() {
-                let due = self.duties.due(self.now);
-                self.wake.as_mut().reset(self.duties.next());
-                if due.lifetime {
-                    return self.end(lifetime_reason(self.sent_up_to));
-                }
-                let keepalive = due.keepalive && self.quiet;
-                if due.keepalive {
-                    self.quiet = true;
-                }
-                if due.status {
-                    self.quiet = false;
-                    return Some(json_event("status", &status_message(&self.state)));
-                }
-                if keepalive {
-                    return Some(Bytes::from_static(KEEPALIVE));
-                }
+            let due = self.duties.due();
+            if due.lifetime {
+                return self.end(lifetime_reason(self.sent_up_to));
+            }
+            let keepalive = due.keepalive && self.quiet;
+            if due.keepalive {
+                self.quiet = true;
+            }
+            if due.status {
+                self.quiet = false;
+                return Some(json_event("status", &status_message(&self.state)));
+            }
+            if keepalive {
+                return Some(Bytes::from_static(KEEPALIVE));
             }
             // Biased: a woken consumer usually has a report, and then nothing else is polled.
             tokio::select! {
                 biased;
                 batch = self.feed.next() => {
-                    self.now = Instant::now();
                     match batch {
                         Ok(reports) => {
                             self.quiet = false;
@@ -178,7 +168,7 @@ impl Events {
                         }
                     }
                 }
-                _ = &mut self.wake => self.now = Instant::now().max(self.wake.deadline()),
+                () = self.duties.elapsed() => {}
                 _ = &mut self.stopping => {
                     return self.end(format!("service stopping; resume after report id {}", self.sent_up_to));
                 }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, timeout};
 
 /// Read buffer of a live WebSocket, allocated up front for every socket; consumers only send `ping`, and a
 /// longer message is read in more steps.
@@ -117,36 +117,29 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
     }
     let mut duties = Duties::new(&config);
     let mut last_heard = Instant::now();
-    let wake = sleep_until(duties.next());
     let stopping = shutdown.changed();
-    tokio::pin!(wake, stopping);
+    tokio::pin!(stopping);
     let mut sent_up_to = feed.cursor();
-    let mut now = Instant::now();
     // (close code, reason) when the server ends the connection; None when the peer is gone.
     let close: Option<(u16, String)> = loop {
-        // Looked at before waiting, so a feed that is ready on every turn cannot starve the duties.
-        if now >= duties.next() {
-            let due = duties.due(now);
-            if due.lifetime {
-                break Some((1001, lifetime_reason(sent_up_to)));
+        let due = duties.due();
+        if due.lifetime {
+            break Some((1001, lifetime_reason(sent_up_to)));
+        }
+        if due.status
+            && let Err(stop) = within(patience, socket.send(text(&status_message(&state)))).await
+        {
+            break ended(stop, sent_up_to);
+        }
+        if due.keepalive {
+            if last_heard.elapsed() > config.keepalive_interval * MISSED_PINGS {
+                break None;
             }
-            if due.status
-                && let Err(stop) =
-                    within(patience, socket.send(text(&status_message(&state)))).await
+            if let Err(stop) =
+                within(patience, socket.send(Message::Ping(Default::default()))).await
             {
                 break ended(stop, sent_up_to);
             }
-            if due.keepalive {
-                if last_heard.elapsed() > config.keepalive_interval * MISSED_PINGS {
-                    break None;
-                }
-                if let Err(stop) =
-                    within(patience, socket.send(Message::Ping(Default::default()))).await
-                {
-                    break ended(stop, sent_up_to);
-                }
-            }
-            wake.as_mut().reset(duties.next());
         }
         // Biased: a woken consumer usually has a report, and then nothing else is polled; the socket's incoming
         // messages (pings, close) are read whenever no report is waiting.
@@ -174,10 +167,7 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
                     Outgoing::Nothing
                 }
             },
-            _ = &mut wake => {
-                now = Instant::now().max(wake.deadline());
-                continue;
-            }
+            () = duties.elapsed() => continue,
             _ = &mut stopping => break Some((1001, format!("service stopping; resume after report id {sent_up_to}"))),
         };
         let sent = match outgoing {
@@ -199,7 +189,6 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
         if let Err(stop) = sent {
             break ended(stop, sent_up_to);
         }
-        now = Instant::now();
     };
     if let Some((code, reason)) = close {
         tracing::debug!(%reason, "closing a WebSocket");
