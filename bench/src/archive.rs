@@ -37,7 +37,6 @@ fn revisions(event: u64) -> u64 {
     1 + (event * 7 + event / 3) % 10
 }
 
-/// A frame as the channel sends it, for revision `revision` of event `event`.
 /// A frame as the ingest pipeline hands it to the writer: decoded (natively) by `channel`, with its version
 /// identity.
 pub fn decoded_incoming(
@@ -70,6 +69,7 @@ pub fn decoded_incoming(
     })
 }
 
+/// A frame as the channel sends it, for revision `revision` of event `event`.
 fn frame(event: u64, revision: u64) -> (String, &'static wolfx_core::Channel) {
     let channel = CHANNELS[(event % 4) as usize];
     let origin = FIRST_EVENT_UNIX + event as i64 * EVENT_SPACING_SECS;
