@@ -11,6 +11,7 @@ pub mod decoders;
 pub mod frame;
 pub mod hyp;
 pub mod ingest;
+pub mod listener;
 pub mod store;
 pub mod time;
 pub mod tls;

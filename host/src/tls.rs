@@ -58,7 +58,7 @@ impl TlsListener {
                 if handover.is_closed() {
                     break;
                 }
-                crate::commands::serve::no_delay(&stream);
+                crate::listener::no_delay(&stream);
                 let acceptor = acceptor.clone();
                 let handover = handover.clone();
                 tokio::spawn(async move {

@@ -3,6 +3,7 @@
 //! a request cannot be answered in time, and validators for caching (ETag, 304).
 
 use super::error::ApiError;
+use crate::listener::Peer;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -11,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -232,8 +233,8 @@ pub async fn limits(
 ) -> Response {
     let peer = request
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip())
+        .get::<ConnectInfo<Peer>>()
+        .map(|c| c.0.addr.ip())
         .unwrap_or(IpAddr::from([127, 0, 0, 1]));
     let ip = gateway.client_ip(peer, request.headers());
     let policy = gateway.policy_header();

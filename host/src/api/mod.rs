@@ -40,6 +40,8 @@ pub struct AppState {
     pub shaper: crate::components::SharedShaper,
     /// Recently committed reports, read and rendered once for all live consumers.
     pub recent: Arc<recent::RecentReports>,
+    /// Writes new reports to the sockets of caught-up live consumers.
+    pub hub: Arc<live::hub::Hub>,
 }
 
 /// The whole public surface: the `/api/v1` routes behind the entrance's layers. Outermost first: methods,

@@ -8,9 +8,9 @@
 use super::live::sse;
 use crate::store::{ReportItem, Store};
 use axum::extract::ws::Utf8Bytes;
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use std::collections::VecDeque;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use tokio::sync::watch;
 
 /// Reports kept: enough for any consumer that keeps up, small enough to be cheap (~2 kB each).
@@ -26,6 +26,9 @@ pub struct Rendered {
     pub sse_event: Bytes,
     /// The WebSocket `report` message.
     pub ws_text: Utf8Bytes,
+    /// Both as the hub writes them to sockets, framed on first use.
+    sse_chunk: OnceLock<Bytes>,
+    ws_frame: OnceLock<Bytes>,
 }
 
 impl Rendered {
@@ -38,7 +41,44 @@ impl Rendered {
             id: report.id,
             sse_event: sse::event("report", Some(report.id), &report.json),
             ws_text: ws_text.into(),
+            sse_chunk: OnceLock::new(),
+            ws_frame: OnceLock::new(),
         }
+    }
+
+    /// The SSE event as one chunk of a chunked HTTP/1.1 body.
+    pub fn sse_chunk(&self) -> &Bytes {
+        self.sse_chunk.get_or_init(|| {
+            let event = &self.sse_event;
+            let mut chunk = BytesMut::with_capacity(event.len() + 20);
+            chunk.put_slice(format!("{:X}\r\n", event.len()).as_bytes());
+            chunk.put_slice(event);
+            chunk.put_slice(b"\r\n");
+            chunk.freeze()
+        })
+    }
+
+    /// The WebSocket message as one unmasked text frame (RFC 6455 §5.2), as a server sends it.
+    pub fn ws_frame(&self) -> &Bytes {
+        self.ws_frame.get_or_init(|| {
+            let payload = self.ws_text.as_bytes();
+            let mut frame = BytesMut::with_capacity(payload.len() + 10);
+            // FIN, opcode 1 (text).
+            frame.put_u8(0x81);
+            match payload.len() {
+                len @ 0..=125 => frame.put_u8(len as u8),
+                len @ 126..=0xFFFF => {
+                    frame.put_u8(126);
+                    frame.put_u16(len as u16);
+                }
+                len => {
+                    frame.put_u8(127);
+                    frame.put_u64(len as u64);
+                }
+            }
+            frame.put_slice(payload);
+            frame.freeze()
+        })
     }
 }
 
@@ -155,5 +195,49 @@ impl RecentReports {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(json: String) -> Rendered {
+        Rendered::new(ReportItem {
+            id: 9,
+            json: json.into(),
+            digest: [0; 8],
+        })
+    }
+
+    #[test]
+    fn websocket_frames_carry_the_text_with_the_length_in_the_rfc_6455_form() {
+        for (size, header) in [
+            (10, vec![0x81, 0]),
+            (300, vec![0x81, 126, 0, 0]),
+            (70_000, vec![0x81, 127, 0, 0, 0, 0, 0, 0, 0, 0]),
+        ] {
+            let r = rendered(format!("\"{}\"", "x".repeat(size)));
+            let text = r.ws_text.as_bytes();
+            let frame = r.ws_frame();
+            let mut header = header;
+            match header.len() {
+                2 => header[1] = text.len() as u8,
+                4 => header[2..4].copy_from_slice(&(text.len() as u16).to_be_bytes()),
+                _ => header[2..10].copy_from_slice(&(text.len() as u64).to_be_bytes()),
+            }
+            assert_eq!(&frame[..header.len()], &header[..], "{size}");
+            assert_eq!(&frame[header.len()..], text);
+        }
+    }
+
+    #[test]
+    fn sse_chunks_are_the_event_with_its_hex_length() {
+        let r = rendered("{}".to_string());
+        let chunk = r.sse_chunk();
+        let head = format!("{:X}\r\n", r.sse_event.len());
+        assert_eq!(&chunk[..head.len()], head.as_bytes());
+        assert_eq!(&chunk[head.len()..chunk.len() - 2], &r.sse_event[..]);
+        assert!(chunk.ends_with(b"\r\n"));
     }
 }

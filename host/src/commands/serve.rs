@@ -11,11 +11,11 @@ use crate::decoders::DecoderSet;
 use crate::hyp::runner::{Recorder, Runner};
 use crate::hyp::source::ReplaySource;
 use crate::ingest::{ArchiveHandle, ChannelSpec, Ingester, LiveState, UpstreamConfig};
+use crate::listener::{LiveListener, Peer};
 use crate::store;
 use crate::tls;
 use crate::wasm::{Limits, Runtime, ShaperComponent};
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -175,14 +175,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Live streams write one small message at a time to peers that rarely send anything back: with Nagle's algorithm
-/// a message that follows one still unacknowledged waits for the peer's delayed ACK (40 ms on Linux).
-pub(crate) fn no_delay(stream: &tokio::net::TcpStream) {
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
-    }
-}
-
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut upstream = UpstreamConfig::new(args.upstream_url.clone());
@@ -267,7 +259,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         store.clone(),
         *archive.high_water().borrow(),
     ));
+    // One hub shard per worker thread (the runtime's default count).
+    let hub = api::live::hub::Hub::start(
+        &store,
+        &recent,
+        &archive.high_water(),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
     let state = AppState {
+        hub,
         recent,
         store,
         live: live.clone(),
@@ -320,7 +320,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         state.shutdown.clone(),
     );
-    let app = api::router(state, gateway).into_make_service_with_connect_info::<SocketAddr>();
+    let app = api::router(state, gateway).into_make_service_with_connect_info::<Peer>();
     let shutdown_grace = seconds("shutdown-grace-secs", args.shutdown_grace_secs)?;
     let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
     let drain = async move {
@@ -340,12 +340,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     println!("osds: serving {scheme}://{address}/api/v1");
     match tls {
         Some(acceptor) => {
-            let listener = tls::TlsListener::new(listener, acceptor)?.tap_io(|_| ());
+            let listener = tls::TlsListener::new(listener, acceptor)?;
             let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
             drain_within(serving.into_future(), grace_over, shutdown_grace).await?
         }
         None => {
-            let listener = listener.tap_io(|tcp| no_delay(tcp));
+            let listener = LiveListener(listener);
             let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
             drain_within(serving.into_future(), grace_over, shutdown_grace).await?
         }

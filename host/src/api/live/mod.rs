@@ -2,7 +2,11 @@
 //! to the commit notifications first, then read every report after the cursor from the database up to the
 //! commit horizon, paced while a backlog is replayed, pushed at once after that. Notifications only wake a feed;
 //! what it sends always comes from the database in id order, so every consumer sees the same ids as `/reports`.
+//! A caught-up feed lends its consumer's socket to the [`hub`], whose own feeds write the next reports to
+//! every lent socket at once ([`socket`]); the consumer's feed goes on from wherever the hub stopped.
 
+pub mod hub;
+pub mod socket;
 pub mod sse;
 pub mod ws;
 
@@ -16,7 +20,9 @@ use super::recent::{RecentReports, Rendered};
 use crate::store::Store;
 use crate::time::now_rfc3339;
 use axum::http::HeaderMap;
+use hub::Hub;
 use serde_json::{Value, json};
+use socket::{Kind, Tap};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,30 +75,65 @@ pub struct Feed {
     batch: i64,
     pace: Duration,
     next_batch_at: Instant,
+    /// The cursor before the batch last returned.
+    before_batch: i64,
+    /// The consumer's socket, lent to the hub whenever the feed is caught up.
+    lend: Option<(Arc<Tap>, Kind)>,
 }
 
 impl Feed {
     /// Subscribes to commits, then fixes the starting cursor: `after`, or the current horizon (no history).
     pub fn start(state: &AppState, after: Option<i64>) -> Feed {
-        let mut high_water = state.high_water.clone();
+        Feed::new(
+            state.store.clone(),
+            state.recent.clone(),
+            state.high_water.clone(),
+            after,
+            state.live_config.replay_rate,
+        )
+    }
+
+    pub fn new(
+        store: Store,
+        recent: Arc<RecentReports>,
+        mut high_water: watch::Receiver<i64>,
+        after: Option<i64>,
+        replay_rate: f64,
+    ) -> Feed {
         let horizon = *high_water.borrow_and_update();
-        let rate = state.live_config.replay_rate.max(1.0);
+        let rate = replay_rate.max(1.0);
         // Ten batches a second keep the pace smooth without a query per report.
         let batch = (rate / 10.0).ceil().max(1.0);
+        let cursor = after.unwrap_or(horizon);
         Feed {
-            store: state.store.clone(),
-            recent: state.recent.clone(),
+            store,
+            recent,
             high_water,
-            cursor: after.unwrap_or(horizon),
+            cursor,
             replay_until: horizon,
             batch: batch as i64,
             pace: Duration::from_secs_f64(batch / rate),
             next_batch_at: Instant::now(),
+            before_batch: cursor,
+            lend: None,
         }
     }
 
+    /// Lends the consumer's socket to the hub whenever the feed is caught up (see [`socket`]): the reports the
+    /// hub writes move the cursor without passing through [`Feed::next`].
+    pub fn lend_when_caught_up(&mut self, hub: &Hub, tap: Arc<Tap>, kind: Kind) {
+        hub.register(&tap);
+        self.lend = Some((tap, kind));
+    }
+
+    /// The last report id sent: returned by [`Feed::next`] or written by the hub.
     pub fn cursor(&self) -> i64 {
         self.cursor
+    }
+
+    /// The cursor before the batch [`Feed::next`] returned last.
+    pub fn before_batch(&self) -> i64 {
+        self.before_batch
     }
 
     pub fn horizon(&self) -> i64 {
@@ -133,15 +174,49 @@ impl Feed {
                     self.next_batch_at = Instant::now() + self.pace;
                 }
                 if let Some(last) = page.last() {
+                    self.before_batch = self.cursor;
                     self.cursor = last.id;
                     return Ok(page);
                 }
+            }
+            if let Some((tap, kind)) = &self.lend {
+                let lent = Lent::new(tap, *kind, &mut self.cursor);
+                // A commit published before the socket was lent may have been passed over by the hub.
+                if *self.high_water.borrow() <= lent.from {
+                    std::future::poll_fn(|cx| tap.poll_given_back(cx)).await;
+                }
+                continue;
             }
             if self.high_water.changed().await.is_err() {
                 // The archive writer is gone: nothing new can commit.
                 std::future::pending::<()>().await;
             }
         }
+    }
+}
+
+/// A socket lent to the hub for as long as this lives (a cancelled wait takes it back too); the cursor moves
+/// past what the hub wrote when it comes back.
+struct Lent<'a> {
+    tap: &'a Tap,
+    cursor: &'a mut i64,
+    from: i64,
+}
+
+impl<'a> Lent<'a> {
+    fn new(tap: &'a Tap, kind: Kind, cursor: &'a mut i64) -> Lent<'a> {
+        tap.lend(kind, *cursor);
+        Lent {
+            tap,
+            from: *cursor,
+            cursor,
+        }
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        *self.cursor = (*self.cursor).max(self.tap.take_back());
     }
 }
 

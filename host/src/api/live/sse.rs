@@ -2,13 +2,15 @@
 //! hyper asks for more (no task or queue of its own per consumer); a report's event is framed once for every
 //! consumer ([`crate::api::recent::Rendered`]), so a delivery hands over shared bytes.
 
+use super::socket::Kind;
 use super::{
     AppState, Duties, Feed, lifetime_reason, ready_message, requested_cursor, status_message,
 };
 use crate::api::error::ApiError;
+use crate::listener::Peer;
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::{ConnectInfo, Extension, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, Method, Version, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
@@ -57,11 +59,22 @@ fn comment(text: &str) -> Bytes {
 
 pub async fn stream(
     State(state): State<AppState>,
+    method: Method,
+    version: Version,
+    peer: Option<Extension<ConnectInfo<Peer>>>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let after = requested_cursor(query.as_deref(), Some(&headers))?;
-    let feed = Feed::start(&state, after);
+    let mut feed = Feed::start(&state, after);
+    // The hub writes chunks of a chunked HTTP/1.1 body: not for HEAD (no body), HTTP/1.0 (no chunks) or
+    // HTTP/2 (frames of a shared connection), nor over TLS (no tap).
+    if method == Method::GET
+        && version == Version::HTTP_11
+        && let Some(tap) = peer.and_then(|Extension(ConnectInfo(peer))| peer.tap)
+    {
+        feed.lend_when_caught_up(&state.hub, tap, Kind::Sse);
+    }
     let events = Events::new(state, feed);
     let body = Body::from_stream(futures_util::stream::unfold(
         events,
@@ -85,6 +98,13 @@ pub async fn stream(
     Ok((headers, body).into_response())
 }
 
+/// What woke [`Events::next`].
+enum Turn {
+    Reports(anyhow::Result<Vec<std::sync::Arc<crate::api::recent::Rendered>>>),
+    Duty,
+    Stopping,
+}
+
 /// One consumer's stream of frames, produced when the response body is polled: the connection's own task
 /// moves the feed, so a delivery wakes one task and queues nothing. A consumer that reads slowly is not
 /// disconnected: hyper stops polling the body while its write buffer is full, and the feed falls back to
@@ -94,9 +114,8 @@ struct Events {
     feed: Feed,
     duties: Duties,
     stopping: Pin<Box<dyn Future<Output = ()> + Send>>,
-    /// Frames ready to go, with the report id each carries.
-    pending: VecDeque<(Option<i64>, Bytes)>,
-    sent_up_to: i64,
+    /// Frames ready to go.
+    pending: VecDeque<Bytes>,
     /// Whether nothing went out since the last keep-alive was due.
     quiet: bool,
     ended: bool,
@@ -113,8 +132,7 @@ impl Events {
             stopping: Box::pin(async move {
                 let _ = shutdown.changed().await;
             }),
-            pending: VecDeque::from([(None, retry), (None, ready)]),
-            sent_up_to: feed.cursor(),
+            pending: VecDeque::from([retry, ready]),
             quiet: true,
             ended: false,
             duties,
@@ -124,7 +142,7 @@ impl Events {
     }
 
     async fn next(&mut self) -> Option<Bytes> {
-        if let Some(frame) = self.take_pending() {
+        if let Some(frame) = self.pending.pop_front() {
             return Some(frame);
         }
         if self.ended {
@@ -133,7 +151,7 @@ impl Events {
         loop {
             let due = self.duties.due();
             if due.lifetime {
-                return self.end(lifetime_reason(self.sent_up_to));
+                return self.end(lifetime_reason(self.feed.cursor()));
             }
             let keepalive = due.keepalive && self.quiet;
             if due.keepalive {
@@ -146,42 +164,49 @@ impl Events {
             if keepalive {
                 return Some(Bytes::from_static(KEEPALIVE));
             }
+            let before = self.feed.cursor();
             // Biased: a woken consumer usually has a report, and then nothing else is polled.
-            tokio::select! {
+            let turn = tokio::select! {
                 biased;
-                batch = self.feed.next() => {
-                    match batch {
-                        Ok(reports) => {
-                            self.quiet = false;
-                            self.pending.extend(reports.iter().map(|r| (Some(r.id), r.sse_event.clone())));
-                            if let Some(frame) = self.take_pending() {
-                                return Some(frame);
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(
-                                error = %format!("{e:#}"),
-                                "live feed cannot read the archive; closing the stream"
-                            );
-                            let reason = format!("archive unavailable; resume after report id {}", self.sent_up_to);
-                            return self.end(reason);
-                        }
+                batch = self.feed.next() => Turn::Reports(batch),
+                () = self.duties.elapsed() => Turn::Duty,
+                _ = &mut self.stopping => Turn::Stopping,
+            };
+            // Reports the hub wrote while the feed waited.
+            if self.feed.cursor() > before {
+                self.quiet = false;
+            }
+            match turn {
+                Turn::Reports(Ok(reports)) => {
+                    self.quiet = false;
+                    self.pending
+                        .extend(reports.iter().map(|r| r.sse_event.clone()));
+                    if let Some(frame) = self.pending.pop_front() {
+                        return Some(frame);
                     }
                 }
-                () = self.duties.elapsed() => {}
-                _ = &mut self.stopping => {
-                    return self.end(format!("service stopping; resume after report id {}", self.sent_up_to));
+                Turn::Reports(Err(e)) => {
+                    tracing::warn!(
+                        error = %format!("{e:#}"),
+                        "live feed cannot read the archive; closing the stream"
+                    );
+                    // Every report returned before went out: nothing is pending here.
+                    let reason = format!(
+                        "archive unavailable; resume after report id {}",
+                        self.feed.cursor()
+                    );
+                    return self.end(reason);
+                }
+                Turn::Duty => {}
+                Turn::Stopping => {
+                    let reason = format!(
+                        "service stopping; resume after report id {}",
+                        self.feed.cursor()
+                    );
+                    return self.end(reason);
                 }
             }
         }
-    }
-
-    fn take_pending(&mut self) -> Option<Bytes> {
-        let (id, frame) = self.pending.pop_front()?;
-        if let Some(id) = id {
-            self.sent_up_to = id;
-        }
-        Some(frame)
     }
 
     /// The last frame: the reason, as a comment (not an event).

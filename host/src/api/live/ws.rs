@@ -1,16 +1,18 @@
 //! `/ws`: live delivery over a WebSocket. One task per socket moves the [`Feed`], answers `ping`, sends
 //! `status` and protocol pings, and closes with a reason naming the cursor to resume after.
 
+use super::socket::Kind;
 use super::{
     AppState, Duties, Feed, lifetime_reason, ready_message, requested_cursor, status_message,
 };
 use crate::api::error::ApiError;
 use crate::api::gateway::HeldSlot;
+use crate::listener::Peer;
 use crate::time::now_rfc3339;
 use axum::extract::ws::{
     CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
 };
-use axum::extract::{Extension, RawQuery, State};
+use axum::extract::{ConnectInfo, Extension, RawQuery, State};
 use axum::response::Response;
 use serde_json::{Value, json};
 use std::future::Future;
@@ -32,6 +34,7 @@ pub async fn ws(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
     slot: Option<Extension<HeldSlot>>,
+    peer: Option<Extension<ConnectInfo<Peer>>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let after = requested_cursor(query.as_deref(), None)?;
@@ -45,7 +48,10 @@ pub async fn ws(
         )
     })?;
     // The cursor is fixed when the request arrives, before the upgrade completes.
-    let feed = Feed::start(&state, after);
+    let mut feed = Feed::start(&state, after);
+    if let Some(tap) = peer.and_then(|Extension(ConnectInfo(peer))| peer.tap) {
+        feed.lend_when_caught_up(&state.hub, tap, Kind::Ws);
+    }
     // Consumers only send `ping`: small buffers keep ten thousand sockets cheap (the defaults are 128 KiB).
     let upgrade = upgrade
         .read_buffer_size(READ_BUFFER)
@@ -119,17 +125,18 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
     let mut last_heard = Instant::now();
     let stopping = shutdown.changed();
     tokio::pin!(stopping);
-    let mut sent_up_to = feed.cursor();
-    // (close code, reason) when the server ends the connection; None when the peer is gone.
+    // (close code, reason) when the server ends the connection; None when the peer is gone. Every report the
+    // feed returned went out (or the loop ended), so the feed's cursor is what the consumer has, outside the
+    // sending of a batch.
     let close: Option<(u16, String)> = loop {
         let due = duties.due();
         if due.lifetime {
-            break Some((1001, lifetime_reason(sent_up_to)));
+            break Some((1001, lifetime_reason(feed.cursor())));
         }
         if due.status
             && let Err(stop) = within(patience, socket.send(text(&status_message(&state)))).await
         {
-            break ended(stop, sent_up_to);
+            break ended(stop, feed.cursor());
         }
         if due.keepalive {
             if last_heard.elapsed() > config.keepalive_interval * MISSED_PINGS {
@@ -138,7 +145,7 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
             if let Err(stop) =
                 within(patience, socket.send(Message::Ping(Default::default()))).await
             {
-                break ended(stop, sent_up_to);
+                break ended(stop, feed.cursor());
             }
         }
         // Biased: a woken consumer usually has a report, and then nothing else is polled; the socket's incoming
@@ -149,7 +156,7 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
                 Ok(reports) => Outgoing::Reports(reports),
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "live feed cannot read the archive; closing the socket");
-                    break Some((1011, format!("archive unavailable; resume after report id {sent_up_to}")));
+                    break Some((1011, format!("archive unavailable; resume after report id {}", feed.cursor())));
                 }
             },
             message = socket.recv() => match message {
@@ -168,10 +175,12 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
                 }
             },
             () = duties.elapsed() => continue,
-            _ = &mut stopping => break Some((1001, format!("service stopping; resume after report id {sent_up_to}"))),
+            _ = &mut stopping => break Some((1001, format!("service stopping; resume after report id {}", feed.cursor()))),
         };
+        let mut sent_up_to = feed.cursor();
         let sent = match outgoing {
             Outgoing::Reports(reports) => {
+                sent_up_to = feed.before_batch();
                 let mut sent = Ok(());
                 for report in reports {
                     sent =
