@@ -179,8 +179,14 @@ impl Feed {
                     return Ok(page);
                 }
             }
-            if let Some((tap, kind)) = &self.lend {
-                let lent = Lent::new(tap, *kind, &mut self.cursor);
+            if let Some((tap, kind)) = &self.lend
+                && tap.lend(*kind, self.cursor)
+            {
+                let lent = Lent {
+                    tap,
+                    from: self.cursor,
+                    cursor: &mut self.cursor,
+                };
                 // A commit published before the socket was lent may have been passed over by the hub.
                 if *self.high_water.borrow() <= lent.from {
                     std::future::poll_fn(|cx| tap.poll_given_back(cx)).await;
@@ -201,17 +207,6 @@ struct Lent<'a> {
     tap: &'a Tap,
     cursor: &'a mut i64,
     from: i64,
-}
-
-impl<'a> Lent<'a> {
-    fn new(tap: &'a Tap, kind: Kind, cursor: &'a mut i64) -> Lent<'a> {
-        tap.lend(kind, *cursor);
-        Lent {
-            tap,
-            from: *cursor,
-            cursor,
-        }
-    }
 }
 
 impl Drop for Lent<'_> {

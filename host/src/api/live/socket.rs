@@ -54,6 +54,8 @@ struct TapState {
     dirty: bool,
     /// The consumer waiting for the socket back.
     waker: Option<Waker>,
+    /// A write of the hub's failed: the connection's own next write meets the error and ends it.
+    broken: bool,
 }
 
 /// A plain TCP connection as the HTTP server sees it; its [`Tap`] is what live consumers and the hub use.
@@ -74,6 +76,7 @@ impl LiveSocket {
                 pending: None,
                 dirty: false,
                 waker: None,
+                broken: false,
             }),
             registered: AtomicBool::new(false),
         };
@@ -140,12 +143,16 @@ impl Tap {
         Arc::strong_count(self) == 1
     }
 
-    /// Lends the socket to the hub for the reports after `cursor`.
-    pub(super) fn lend(&self, kind: Kind, cursor: i64) {
+    /// Lends the socket to the hub for the reports after `cursor`; false if it is broken.
+    pub(super) fn lend(&self, kind: Kind, cursor: i64) -> bool {
         let mut state = self.lock();
+        if state.broken || state.writer.is_none() {
+            return false;
+        }
         state.kind = kind;
         state.cursor = cursor;
         state.mode = Mode::Waiting;
+        true
     }
 
     /// Takes the socket back; the last report id on it.
@@ -225,9 +232,13 @@ impl Tap {
                     state.cursor = report.id;
                     return state.hand_back();
                 }
-                // Full (the consumer's own writes wait for room and judge whether it is slow) or broken (its
-                // own writes find out).
-                Err(_) => return state.hand_back(),
+                // Full: the consumer's own writes wait for room and judge whether it is slow.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return state.hand_back(),
+                // The connection's own next write finds out and ends it.
+                Err(_) => {
+                    state.broken = true;
+                    return state.hand_back();
+                }
             }
             previous = report.id;
         }
@@ -337,7 +348,7 @@ mod tests {
 
     /// Lends like a waiting consumer: lent, then polled once (which lets the hub into a WebSocket).
     fn lend_and_wait(socket: &LiveSocket, kind: Kind, cursor: i64) -> bool {
-        socket.tap.lend(kind, cursor);
+        assert!(socket.tap.lend(kind, cursor));
         let waker = futures_util::task::noop_waker();
         socket
             .tap
@@ -364,7 +375,7 @@ mod tests {
         assert_eq!(socket.tap.take_back(), 5);
         // Not lent: the hub leaves it alone.
         assert!(socket.tap.deliver(&[report(6, "{}")], 5).is_none());
-        socket.tap.lend(Kind::Ws, 5);
+        assert!(socket.tap.lend(Kind::Ws, 5));
         drop(socket);
         let mut rest = Vec::new();
         client.read_to_end(&mut rest).await.unwrap();
@@ -427,9 +438,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_socket_whose_peer_is_gone_is_not_lent_again() {
+        let (socket, client) = pair().await;
+        drop(client);
+        assert!(!lend_and_wait(&socket, Kind::Ws, 1));
+        // The first write may still be taken by the kernel; the reset comes back on a later one.
+        let mut next = 2;
+        while socket
+            .tap
+            .deliver(&[report(next, "{}")], next - 1)
+            .is_none()
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            next += 1;
+            assert!(next < 100, "writes to a closed peer keep succeeding");
+        }
+        socket.tap.take_back();
+        assert!(!socket.tap.lend(Kind::Ws, next));
+    }
+
+    #[tokio::test]
     async fn a_consumer_waits_until_handed_back() {
         let (socket, _client) = pair().await;
-        socket.tap.lend(Kind::Ws, 1);
+        assert!(socket.tap.lend(Kind::Ws, 1));
         let tap = socket.tap.clone();
         let waiting = tokio::spawn(async move { poll_fn(|cx| tap.poll_given_back(cx)).await });
         tokio::task::yield_now().await;
