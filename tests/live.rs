@@ -269,6 +269,99 @@ async fn connections_past_their_lifetime_close_with_a_reason_naming_the_cursor()
     );
 }
 
+/// Reads one line (up to and without its CRLF) of a raw HTTP/1.1 exchange.
+async fn read_line(reader: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let mut line = Vec::new();
+    reader.read_until(b'\n', &mut line).await.unwrap();
+    let line = String::from_utf8(line).unwrap();
+    line.strip_suffix("\r\n")
+        .unwrap_or_else(|| panic!("a line ending in CRLF, got {line:?}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_written_by_the_hub_is_well_framed_and_its_connection_serves_the_next_request() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+    let (relay, server) =
+        start_connected(RelayConfig::default(), &["--live-max-connection-secs", "3"]).await;
+    push_and_wait(&relay, &server, 1..=2).await;
+    let address = server
+        .base
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut connection = BufReader::new(tokio::net::TcpStream::connect(&address).await.unwrap());
+    // No cursor: the stream starts caught up, so its socket is lent to the hub from the start.
+    connection
+        .get_mut()
+        .write_all(b"GET /api/v1/stream HTTP/1.1\r\nHost: osds\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_line(&mut connection).await, "HTTP/1.1 200 OK");
+    let mut headers = Vec::new();
+    loop {
+        let line = read_line(&mut connection).await;
+        if line.is_empty() {
+            break;
+        }
+        headers.push(line.to_ascii_lowercase());
+    }
+    assert!(
+        headers.contains(&"transfer-encoding: chunked".to_string()),
+        "{headers:?}"
+    );
+
+    let pushing = tokio::spawn(async move {
+        for n in 3..=8 {
+            relay.push_to("/cq_eew", cq_frame(n).as_bytes()).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        relay
+    });
+    // Every chunk whole, until the last one: what the hub wrote and what hyper wrote alike.
+    let mut body = Vec::new();
+    loop {
+        let size = usize::from_str_radix(&read_line(&mut connection).await, 16).unwrap();
+        let mut chunk = vec![0; size + 2];
+        connection.read_exact(&mut chunk).await.unwrap();
+        assert!(chunk.ends_with(b"\r\n"), "a chunk ends with CRLF");
+        if size == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..size]);
+    }
+    let relay = pushing.await.unwrap();
+    let body = String::from_utf8(body).unwrap();
+    let mut ids = Vec::new();
+    for event in body
+        .split("\n\n")
+        .filter(|e| e.starts_with("event: report\n"))
+    {
+        let lines: Vec<&str> = event.lines().collect();
+        let data: Value = serde_json::from_str(lines[1].strip_prefix("data: ").unwrap()).unwrap();
+        let id: i64 = lines[2].strip_prefix("id: ").unwrap().parse().unwrap();
+        assert_eq!(data["id"], id, "{event}");
+        ids.push(id);
+    }
+    assert_eq!(ids, (3..=8).collect::<Vec<i64>>(), "{body}");
+    assert!(body.contains("resume after report id 8"), "{body}");
+
+    // Reports after the stream ended must not reach the connection, which now serves plain requests.
+    push_and_wait(&relay, &server, 9..=11).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    connection
+        .get_mut()
+        .write_all(b"GET /api/v1/status HTTP/1.1\r\nHost: osds\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut rest = String::new();
+    connection.read_to_string(&mut rest).await.unwrap();
+    assert!(rest.starts_with("HTTP/1.1 200 OK\r\n"), "{rest}");
+}
+
 /// How a test consumer follows the archive.
 #[derive(Clone, Copy, Debug)]
 enum Consumer {
