@@ -42,10 +42,12 @@ pub struct AppState {
     pub recent: Arc<recent::RecentReports>,
     /// Writes new reports to the sockets of caught-up live consumers.
     pub hub: Arc<live::hub::Hub>,
+    /// SSE streams that took their connections from hyper; a shutdown waits for them as for connections.
+    pub live_streams: tokio_util::task::TaskTracker,
 }
 
 /// The whole public surface: the `/api/v1` routes behind the entrance's layers. Outermost first: methods,
-/// CORS, limits, the legacy host, availability, compression, caching.
+/// CORS, limits, the legacy host, availability, compression, caching; the live streams skip the last two.
 pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
     let cors = CorsLayer::new()
         .allow_origin(Any)

@@ -48,14 +48,8 @@ impl Rendered {
 
     /// The SSE event as one chunk of a chunked HTTP/1.1 body.
     pub fn sse_chunk(&self) -> &Bytes {
-        self.sse_chunk.get_or_init(|| {
-            let event = &self.sse_event;
-            let mut chunk = BytesMut::with_capacity(event.len() + 20);
-            chunk.put_slice(format!("{:X}\r\n", event.len()).as_bytes());
-            chunk.put_slice(event);
-            chunk.put_slice(b"\r\n");
-            chunk.freeze()
-        })
+        self.sse_chunk
+            .get_or_init(|| sse::http_chunk(&self.sse_event))
     }
 
     /// The WebSocket message as one unmasked text frame (RFC 6455 §5.2), as a server sends it.

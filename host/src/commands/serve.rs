@@ -266,8 +266,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         &archive.high_water(),
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
+    let live_streams = tokio_util::task::TaskTracker::new();
     let state = AppState {
         hub,
+        live_streams: live_streams.clone(),
         recent,
         store,
         live: live.clone(),
@@ -342,12 +344,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(acceptor) => {
             let listener = tls::TlsListener::new(listener, acceptor)?;
             let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
-            drain_within(serving.into_future(), grace_over, shutdown_grace).await?
+            let serving = then_streams(serving.into_future(), live_streams);
+            drain_within(serving, grace_over, shutdown_grace).await?
         }
         None => {
             let listener = LiveListener(listener);
             let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
-            drain_within(serving.into_future(), grace_over, shutdown_grace).await?
+            let serving = then_streams(serving.into_future(), live_streams);
+            drain_within(serving, grace_over, shutdown_grace).await?
         }
     }
 
@@ -443,6 +447,17 @@ fn reload_on_hangup(components: Arc<ComponentManager>, dir: PathBuf) {
 
 /// Serves until the drain after a shutdown signal ends, or until `grace_over`: the connections still open
 /// then are closed with the runtime.
+/// Serving, then the SSE streams that took their connections from hyper (they end when told to stop).
+async fn then_streams(
+    serving: impl Future<Output = std::io::Result<()>>,
+    streams: tokio_util::task::TaskTracker,
+) -> std::io::Result<()> {
+    serving.await?;
+    streams.close();
+    streams.wait().await;
+    Ok(())
+}
+
 async fn drain_within(
     serving: impl Future<Output = std::io::Result<()>>,
     grace_over: impl Future<Output = ()>,

@@ -1,9 +1,12 @@
 //! A plain TCP connection whose writes a caught-up live consumer lends to the [`super::hub::Hub`], so a new
 //! report reaches it with one write from the hub's loop instead of a task woken, polled and framed per
-//! subscriber. The connection's own writer (hyper for SSE, tungstenite for a WebSocket) and the hub share the
-//! socket behind one lock and never split a frame: the hub writes only while the consumer waits for reports
-//! and everything the connection's writer started is flushed; a write that does not complete, or anything
-//! unexpected, hands the socket back to the consumer, which goes on from the cursor the hub reached.
+//! subscriber. The consumer's own writes (tungstenite's for a WebSocket, a detached SSE stream's) and the hub's
+//! share the socket behind one lock and never split a frame: the hub writes only while the consumer waits for
+//! reports with everything of its own flushed; a write that does not complete, or anything unexpected, hands
+//! the socket back to the consumer, which goes on from the cursor the hub reached.
+//!
+//! An SSE stream also takes its connection from hyper once the response head is out ([`Tap::detach`]): hyper
+//! keeps 16 KiB of buffers for the life of every HTTP/1 connection, more than the rest of a subscriber.
 
 use crate::api::recent::Rendered;
 use bytes::{Buf, Bytes};
@@ -25,11 +28,21 @@ pub enum Kind {
     Ws,
 }
 
+/// How far an SSE stream has taken its connection from hyper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Detach {
+    No,
+    /// Asked for: hyper still has to flush the response head.
+    Asked,
+    /// hyper's part is over: it sees the end of its input and lets go; the stream writes for itself.
+    Done,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     /// The connection writes for itself.
     Off,
-    /// Lent, but the connection's writer may still hold unflushed bytes: the hub must not write yet.
+    /// Lent, but the consumer's writer may still hold unflushed bytes: the hub must not write yet.
     Waiting,
     /// The hub writes the reports after the cursor.
     Direct,
@@ -56,6 +69,7 @@ struct TapState {
     waker: Option<Waker>,
     /// A write of the hub's failed: the connection's own next write meets the error and ends it.
     broken: bool,
+    detach: Detach,
 }
 
 /// A plain TCP connection as the HTTP server sees it; its [`Tap`] is what live consumers and the hub use.
@@ -77,6 +91,7 @@ impl LiveSocket {
                 dirty: false,
                 waker: None,
                 broken: false,
+                detach: Detach::No,
             }),
             registered: AtomicBool::new(false),
         };
@@ -119,6 +134,14 @@ impl TapState {
         }
         self.dirty = true;
         self.writer.as_mut().map(Pin::new).ok_or_else(not_connected)
+    }
+
+    fn flushed(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_pending(cx))?;
+        let writer = self.writer.as_mut().ok_or_else(not_connected)?;
+        ready!(Pin::new(writer).poll_flush(cx))?;
+        self.dirty = false;
+        Poll::Ready(Ok(()))
     }
 
     /// Gives the socket back to the consumer; the waker to wake once the lock is released.
@@ -164,8 +187,9 @@ impl Tap {
     }
 
     /// Ready once the hub gave the socket back. Meanwhile writes the rest of a partly written report, and lets
-    /// the hub write to a WebSocket when nothing of tungstenite's is unflushed (its sends end with a flush);
-    /// an SSE response lets the hub in when hyper flushes.
+    /// the hub write when nothing of the consumer's own is unflushed (its writes end with a flush; tungstenite
+    /// also flushes its reply to a close while reading it, and no report may follow that, so a flush alone
+    /// never lets the hub in).
     pub(super) fn poll_given_back(&self, cx: &mut Context<'_>) -> Poll<()> {
         let mut state = self.lock();
         if state.mode == Mode::Off {
@@ -173,7 +197,7 @@ impl Tap {
         }
         match state.poll_pending(cx) {
             Poll::Ready(Ok(())) => {
-                if state.mode == Mode::Waiting && state.kind == Kind::Ws && !state.dirty {
+                if state.mode == Mode::Waiting && !state.dirty {
                     state.mode = Mode::Direct;
                 }
             }
@@ -192,6 +216,55 @@ impl Tap {
             state.waker = Some(cx.waker().clone());
         }
         Poll::Pending
+    }
+
+    /// Asks hyper to let go of the connection once it has flushed what it wrote (the response head).
+    pub(super) fn detach(&self) {
+        let mut state = self.lock();
+        if state.detach == Detach::No {
+            state.detach = Detach::Asked;
+        }
+    }
+
+    /// Ready with true once hyper let go, with false if the connection ended first.
+    pub(super) fn poll_detached(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        let mut state = self.lock();
+        if state.detach == Detach::Done {
+            return Poll::Ready(true);
+        }
+        if state.writer.is_none() {
+            return Poll::Ready(false);
+        }
+        state.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Writes as the connection's writer (its bytes are never inside one of the hub's).
+    pub(super) fn poll_write_own(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut state = self.lock();
+        ready!(state.poll_pending(cx))?;
+        state.own_write()?.poll_write(cx, buf)
+    }
+
+    pub(super) fn poll_flush_own(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.lock().flushed(cx)
+    }
+
+    /// Closes the connection (a detached stream that has ended).
+    pub(super) fn close(&self) {
+        let waker = {
+            let mut state = self.lock();
+            state.writer = None;
+            state.pending = None;
+            state.hand_back()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
     /// Hands a lent socket back unasked; the waker to wake.
@@ -246,12 +319,22 @@ impl Tap {
     }
 }
 
+impl LiveSocket {
+    /// Whether hyper's part is over: it reads the end of its input, and its writes go nowhere.
+    fn detached(&self) -> bool {
+        self.tap.lock().detach == Detach::Done
+    }
+}
+
 impl AsyncRead for LiveSocket {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.detached() {
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.read).poll_read(cx, buf)
     }
 }
@@ -262,9 +345,10 @@ impl AsyncWrite for LiveSocket {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let mut state = self.tap.lock();
-        ready!(state.poll_pending(cx))?;
-        state.own_write()?.poll_write(cx, buf)
+        if self.detached() {
+            return Poll::Ready(Ok(buf.len()));
+        }
+        self.tap.poll_write_own(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -273,6 +357,9 @@ impl AsyncWrite for LiveSocket {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let mut state = self.tap.lock();
+        if state.detach == Detach::Done {
+            return Poll::Ready(Ok(bufs.iter().map(|b| b.len()).sum()));
+        }
         ready!(state.poll_pending(cx))?;
         state.own_write()?.poll_write_vectored(cx, bufs)
     }
@@ -282,23 +369,32 @@ impl AsyncWrite for LiveSocket {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut state = self.tap.lock();
-        ready!(state.poll_pending(cx))?;
-        let writer = state.writer.as_mut().ok_or_else(not_connected)?;
-        ready!(Pin::new(writer).poll_flush(cx))?;
-        // Everything the connection's writer produced is on the socket: no frame of its own is open. hyper
-        // flushes after every turn of an SSE response, so the hub may write from here on. A WebSocket is let in
-        // by its consumer's wait instead ([`Tap::poll_given_back`]): tungstenite flushes its reply to a close
-        // while reading it, and no report may follow that.
-        state.dirty = false;
-        if state.mode == Mode::Waiting && state.kind == Kind::Sse {
-            state.mode = Mode::Direct;
+        let waker = {
+            let mut state = self.tap.lock();
+            if state.detach == Detach::Done {
+                return Poll::Ready(Ok(()));
+            }
+            ready!(state.flushed(cx))?;
+            if state.detach != Detach::Asked {
+                return Poll::Ready(Ok(()));
+            }
+            // Everything hyper wrote (the response head) is out: the stream takes over, and hyper, polled
+            // again, reads the end of its input and drops the connection with its buffers.
+            state.detach = Detach::Done;
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
         }
+        cx.waker().wake_by_ref();
         Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut state = self.tap.lock();
+        if state.detach == Detach::Done {
+            return Poll::Ready(Ok(()));
+        }
         ready!(state.poll_pending(cx))?;
         state.mode = Mode::Off;
         state.own_write()?.poll_shutdown(cx)
@@ -307,9 +403,13 @@ impl AsyncWrite for LiveSocket {
 
 impl Drop for LiveSocket {
     fn drop(&mut self) {
-        // Closes the socket now: the hub may hold the tap until its next round.
         let waker = {
             let mut state = self.tap.lock();
+            if state.detach == Detach::Done {
+                // The detached stream closes the socket when it ends.
+                return;
+            }
+            // Closes the socket now: the hub may hold the tap until its next round.
             state.writer = None;
             state.pending = None;
             state.hand_back()
@@ -383,19 +483,40 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn sse_is_let_in_by_the_flush_and_gets_chunks() {
+    async fn hyper_lets_go_of_a_detached_stream_once_its_head_is_flushed() {
         let (mut socket, mut client) = pair().await;
-        assert!(!lend_and_wait(&socket, Kind::Sse, 0));
-        let first = [report(1, r#"{"a":1}"#)];
-        // Lent, but hyper may still hold frames of its own: handed back, nothing written.
-        assert!(socket.tap.deliver(&first, 0).is_some());
-        assert_eq!(socket.tap.take_back(), 0);
-        assert!(!lend_and_wait(&socket, Kind::Sse, 0));
-        socket.write_all(b"own\r\n").await.unwrap();
+        let tap = socket.tap.clone();
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        // hyper queues the head, the body asks to detach, hyper flushes.
+        socket.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        tap.detach();
+        assert!(tap.poll_detached(&mut cx).is_pending());
         socket.flush().await.unwrap();
-        assert!(socket.tap.deliver(&first, 0).is_none());
-        let expected = [&b"own\r\n"[..], first[0].sse_chunk()].concat();
-        assert_eq!(read_exactly(&mut client, expected.len()).await, expected);
+        assert_eq!(tap.poll_detached(&mut cx), Poll::Ready(true));
+        // hyper now reads the end of its input, and what it would still write goes nowhere.
+        let mut buf = [0; 16];
+        assert_eq!(socket.read(&mut buf).await.unwrap(), 0);
+        assert_eq!(socket.write(b"0\r\n\r\n").await.unwrap(), 5);
+        socket.shutdown().await.unwrap();
+        drop(socket);
+        // The connection stays open for the stream's own chunks and the hub's.
+        let own = crate::api::live::sse::http_chunk(b"event: ready\n\n");
+        assert_eq!(
+            poll_fn(|cx| tap.poll_write_own(cx, &own)).await.unwrap(),
+            own.len()
+        );
+        poll_fn(|cx| tap.poll_flush_own(cx)).await.unwrap();
+        assert!(tap.lend(Kind::Sse, 0));
+        assert!(tap.poll_given_back(&mut cx).is_pending());
+        let first = [report(1, r#"{"a":1}"#)];
+        assert!(tap.deliver(&first, 0).is_none());
+        assert_eq!(tap.take_back(), 1);
+        tap.close();
+        let mut all = Vec::new();
+        client.read_to_end(&mut all).await.unwrap();
+        let expected = [&b"HTTP/1.1 200 OK\r\n\r\n"[..], &own, first[0].sse_chunk()].concat();
+        assert_eq!(all, expected);
         assert!(first[0].sse_chunk().starts_with(b"23\r\nevent: report\n"));
         assert!(first[0].sse_chunk().ends_with(b"\n\n\r\n"));
     }

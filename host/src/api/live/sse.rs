@@ -1,23 +1,30 @@
-//! `/stream`: live delivery as Server-Sent Events. The response body is the consumer's [`Feed`], moved whenever
-//! hyper asks for more (no task or queue of its own per consumer); a report's event is framed once for every
-//! consumer ([`crate::api::recent::Rendered`]), so a delivery hands over shared bytes.
+//! `/stream`: live delivery as Server-Sent Events, one consumer's [`Feed`] turned into frames by [`Events`]; a
+//! report's event is framed once for every consumer ([`crate::api::recent::Rendered`]). On a plain HTTP/1.1
+//! connection the stream takes the connection from hyper once the response head is out and writes its chunks
+//! itself, lending the socket to the hub while caught up ([`super::socket`]); over TLS the response body moves
+//! the feed whenever hyper asks for more.
 
-use super::socket::Kind;
+use super::socket::{Kind, Tap};
 use super::{
     AppState, Duties, Feed, lifetime_reason, ready_message, requested_cursor, status_message,
 };
 use crate::api::error::ApiError;
+use crate::api::gateway::HeldSlot;
 use crate::listener::Peer;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Extension, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, Version, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
+use http_body::Frame;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio_util::task::TaskTracker;
 
 /// A comment line: keeps the connection (and proxies) from idling out.
 const KEEPALIVE: &[u8] = b":\n\n";
@@ -48,6 +55,18 @@ pub fn event(name: &str, id: Option<i64>, data: &str) -> Bytes {
     frame.freeze()
 }
 
+/// `data` as one chunk of a chunked HTTP/1.1 body (RFC 9112 §7.1).
+pub fn http_chunk(data: &[u8]) -> Bytes {
+    let mut chunk = BytesMut::with_capacity(data.len() + 20);
+    chunk.put_slice(format!("{:X}\r\n", data.len()).as_bytes());
+    chunk.put_slice(data);
+    chunk.put_slice(b"\r\n");
+    chunk.freeze()
+}
+
+/// The last chunk of a chunked body.
+const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
 fn json_event(name: &str, data: &Value) -> Bytes {
     event(name, None, &data.to_string())
 }
@@ -62,40 +81,102 @@ pub async fn stream(
     method: Method,
     version: Version,
     peer: Option<Extension<ConnectInfo<Peer>>>,
+    slot: Option<Extension<HeldSlot>>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let after = requested_cursor(query.as_deref(), Some(&headers))?;
     let mut feed = Feed::start(&state, after);
-    // The hub writes chunks of a chunked HTTP/1.1 body: not for HEAD (no body), HTTP/1.0 (no chunks) or
-    // HTTP/2 (frames of a shared connection), nor over TLS (no tap).
-    if method == Method::GET
-        && version == Version::HTTP_11
-        && let Some(tap) = peer.and_then(|Extension(ConnectInfo(peer))| peer.tap)
-    {
-        feed.lend_when_caught_up(&state.hub, tap, Kind::Sse);
-    }
-    let events = Events::new(state, feed);
-    let body = Body::from_stream(futures_util::stream::unfold(
-        events,
-        |mut events| async move {
-            let frame = events.next().await?;
-            Some((Ok::<_, Infallible>(frame), events))
-        },
-    ));
-    let headers = [
-        (
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        ),
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        // Proxies must not buffer an event stream.
-        (
-            header::HeaderName::from_static("x-accel-buffering"),
-            HeaderValue::from_static("no"),
-        ),
-    ];
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Proxies must not buffer an event stream.
+    headers.insert(
+        header::HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    // The stream writes chunks of a chunked HTTP/1.1 body itself: not for HEAD (no body), HTTP/1.0 (no
+    // chunks), nor over TLS (no tap).
+    let tap = peer.and_then(|Extension(ConnectInfo(peer))| peer.tap);
+    let body = match tap {
+        Some(tap) if method == Method::GET && version == Version::HTTP_11 => {
+            feed.lend_when_caught_up(&state.hub, tap.clone(), Kind::Sse);
+            let streams = state.live_streams.clone();
+            let events = Events::new(state, feed);
+            // The stream ends the connection; hyper does not get it back.
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            Body::new(Detaching {
+                handover: Some((events, tap, slot)),
+                streams,
+            })
+        }
+        _ => Body::from_stream(futures_util::stream::unfold(
+            Events::new(state, feed),
+            |mut events| async move {
+                let frame = events.next().await?;
+                Some((Ok::<_, Infallible>(frame), events))
+            },
+        )),
+    };
     Ok((headers, body).into_response())
+}
+
+/// The body hyper sends of a stream that takes its connection over: none. Polled once, after hyper has queued
+/// the response head, it asks hyper to let go of the connection and starts the stream as a task of its own.
+struct Detaching {
+    handover: Option<(Events, Arc<Tap>, Option<Extension<HeldSlot>>)>,
+    streams: TaskTracker,
+}
+
+impl http_body::Body for Detaching {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some((events, tap, slot)) = self.handover.take() {
+            tap.detach();
+            self.streams.spawn(detached(events, tap, slot));
+        }
+        // hyper drops the connection (and this body) once it sees the end of its input.
+        Poll::Pending
+    }
+}
+
+/// A stream on a connection hyper let go of: each frame as a chunk, the last chunk, then the connection closes.
+/// A consumer that reads slowly is written to at its pace, as within hyper.
+async fn detached(mut events: Events, tap: Arc<Tap>, slot: Option<Extension<HeldSlot>>) {
+    // The stream occupies one of its client's connection slots for as long as it is open.
+    let _slot = slot;
+    if !poll_fn(|cx| tap.poll_detached(cx)).await {
+        return;
+    }
+    while let Some(frame) = events.next().await {
+        if write_own(&tap, &http_chunk(&frame)).await.is_err() {
+            tap.close();
+            return;
+        }
+    }
+    let _ = write_own(&tap, LAST_CHUNK).await;
+    tap.close();
+}
+
+/// Writes all of `bytes` and flushes, as the connection's own writer.
+async fn write_own(tap: &Tap, bytes: &[u8]) -> std::io::Result<()> {
+    let mut written = 0;
+    while written < bytes.len() {
+        let n = poll_fn(|cx| tap.poll_write_own(cx, &bytes[written..])).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        written += n;
+    }
+    poll_fn(|cx| tap.poll_flush_own(cx)).await
 }
 
 /// What woke [`Events::next`].
