@@ -33,6 +33,10 @@ use std::time::Duration;
 /// The archive when none is configured: a file under `./data/`, created with its folder on first use.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/osds.db";
 
+/// Rows a read connection's worker thread may run ahead of the task reading them. sqlx's default (50) makes a
+/// cache block of 1,024 report versions a ping-pong of thread wake-ups; a whole block fits in this.
+const ROW_BUFFER: usize = report_cache::BLOCK_IDS as usize;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Read access to the archive.
@@ -74,7 +78,7 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         .context("run database migrations")?;
     let pool = SqlitePoolOptions::new()
         .max_connections(8)
-        .connect_with(options.clone().read_only(true))
+        .connect_with(options.clone().read_only(true).row_buffer_size(ROW_BUFFER))
         .await
         .context("open database read pool")?;
     let checkpoint_conn = options
