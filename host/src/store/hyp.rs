@@ -172,7 +172,7 @@ impl Writer {
         .await?;
         store_metrics(&mut tx, &input.event_id, &input.metrics).await?;
         tx.commit().await.context("commit hyp report")?;
-        self.checkpoints.request();
+        self.checkpoints.committed(1);
         Ok(sha256)
     }
 

@@ -150,7 +150,7 @@ impl Writer {
             pending.execute(&mut tx).await?;
         }
         tx.commit().await.context("commit ingest transaction")?;
-        self.checkpoints.request();
+        self.checkpoints.committed(batch.len());
         if let Some(&last) = summary.new_versions.last() {
             self.high_water = self.high_water.max(last);
         }
@@ -217,7 +217,7 @@ impl Writer {
             statements.execute(&mut tx).await?;
         }
         tx.commit().await.context("commit recovery transaction")?;
-        self.checkpoints.request();
+        self.checkpoints.committed(items.len());
         if let Some(&last) = summary.new_versions.last() {
             self.high_water = self.high_water.max(last);
         }
