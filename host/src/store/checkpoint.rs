@@ -45,8 +45,8 @@ impl Checkpointer {
     /// Counts a commit of `units` frames or reports and asks for a checkpoint once they add up to the
     /// threshold; never waits (one pending request covers any number of commits).
     pub(super) fn committed(&self, units: usize) {
-        let before = self.pending.fetch_add(units.max(1), Ordering::Relaxed);
-        if before + units.max(1) >= THRESHOLD {
+        let units = units.max(1);
+        if self.pending.fetch_add(units, Ordering::Relaxed) + units >= THRESHOLD {
             let _ = self.wake.try_send(());
         }
     }
