@@ -559,12 +559,12 @@ pub async fn run(
         }
     }))
     .buffer_unordered(2)
-    .try_collect::<Vec<_>>()
+    // Counted, not kept: the bodies add up to ~600 MB.
+    .try_fold(0usize, |pages, _body| async move { Ok(pages + 1) })
     .await
     .context("read every /reports page")?;
     println!(
-        "query: read every /reports page once ({} pages in {:.1} s)",
-        reads.len(),
+        "query: read every /reports page once ({reads} pages in {:.1} s)",
         started.elapsed().as_secs_f64()
     );
     let name = "/reports?limit=1000 (random after, every page read once before)";
