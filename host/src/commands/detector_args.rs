@@ -22,7 +22,8 @@ pub enum HypSource {
 /// Where the images come from and which stations are read.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ImageArgs {
-    /// Operator's station table: CSV with network, code, name, region, suspended, lat, lon, img_x, img_y.
+    /// Station table: CSV with network, code, name, region, suspended, lat, lon, img_x, img_y [default: the
+    /// shipped NIED K-NET/KiK-net table with its monitor pixels].
     #[arg(long, env = "OSDS_STATIONS", value_name = "FILE")]
     pub stations: Option<PathBuf>,
     /// Base URL of the strong-motion monitor image server.
@@ -43,20 +44,18 @@ pub struct ImageArgs {
 }
 
 impl ImageArgs {
-    /// The usable stations of the table (an error when none is given or none is usable).
+    /// The usable stations of the operator's table, or of the shipped one (an error when none is usable).
     pub fn network(&self) -> anyhow::Result<Network> {
-        let path = self
-            .stations
-            .as_ref()
-            .context("the detector needs a station table: --stations FILE")?;
-        let table = stations::load(path)?;
+        let (name, table) = match &self.stations {
+            Some(path) => (path.display().to_string(), stations::load(path)?),
+            None => ("shipped K-NET/KiK-net".to_string(), stations::shipped()),
+        };
         let network = Network::from_table(&table);
         anyhow::ensure!(
             !network.stations.is_empty(),
-            "{}: no usable station (in service, with img_x/img_y)",
-            path.display()
+            "{name}: no usable station (in service, with img_x/img_y)"
         );
-        tracing::info!(table = %path.display(), rows = table.len(), usable = network.stations.len(), "station table loaded");
+        tracing::info!(table = %name, rows = table.len(), usable = network.stations.len(), "station table loaded");
         Ok(network)
     }
 
@@ -87,9 +86,9 @@ pub struct DetectorArgs {
     /// Hours of fetched images the recorder keeps; 0: record nothing.
     #[arg(long, env = "OSDS_HYP_RECORD_HOURS", default_value_t = 6.0)]
     pub hyp_record_hours: f64,
-    /// Travel-time table to locate with instead of the built-in Vp 6.0 / Vs 3.5 model (e.g. JMA2001): CSV
-    /// with depth_km, distance_km, p_ms, s_ms on a full grid.
-    #[arg(long, env = "OSDS_TRAVEL_TIMES", value_name = "FILE")]
+    /// Travel times to locate with: a table (CSV with depth_km, distance_km, p_ms, s_ms on a full grid), or
+    /// `homogeneous` for straight rays at Vp 6.0 / Vs 3.5 km/s [default: the shipped JMA2001 table].
+    #[arg(long, env = "OSDS_TRAVEL_TIMES", value_name = "FILE|homogeneous")]
     pub travel_times: Option<PathBuf>,
     /// First observation time replayed (RFC 3339), with --hyp-source replay.
     #[arg(long, env = "OSDS_REPLAY_FROM", value_name = "TIME", value_parser = parse_time)]

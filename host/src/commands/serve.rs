@@ -387,10 +387,10 @@ async fn start_detector(
         return Ok(None);
     }
     let network = args.images.network()?;
-    if let Some(path) = &args.travel_times {
-        crate::hyp::traveltime::install(crate::hyp::traveltime::Table::load(path)?)?;
-        tracing::info!(table = %path.display(), model = %crate::hyp::traveltime::model_name(), "travel-time table installed");
+    if let Some(argument) = &args.travel_times {
+        crate::hyp::traveltime::install(crate::hyp::traveltime::Model::from_argument(argument)?)?;
     }
+    tracing::info!(model = %crate::hyp::traveltime::model_name(), "hyp travel times");
     let (store, writer) = store::open(database_url).await?;
     let frames = store::FrameArchive::open(&args.images.hyp_frames_url).await?;
     let handle = match args.hyp_source {

@@ -170,9 +170,10 @@ fn setup(scenario: Scenario) -> Setup {
         .collect();
     let faults = match scenario {
         Scenario::Quiet => Faults {
-            stuck: Some((3, 4.0)),
-            spike: Some((40, 20, 5.0)),
+            stuck: vec![(3, 4.0)],
+            spike: vec![(40, 20, 5.0)],
             dropout: 0.05,
+            ..Faults::default()
         },
         _ => Faults {
             dropout: 0.02,

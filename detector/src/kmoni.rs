@@ -2,7 +2,7 @@
 //! reading a palette GIF at station pixels (colour → value by the polynomial method; transparent = no data),
 //! and rendering synthetic images in the same layout.
 
-use super::colour::{self, Rgba};
+use crate::colour::{self, Rgba};
 use std::borrow::Cow;
 use std::fmt;
 

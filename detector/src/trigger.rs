@@ -4,7 +4,7 @@
 //! and that is not rising is faulty (stuck) and ignored while that holds. The pick is the frame at which the
 //! station's own rise began to qualify, not the later frame at which its neighbours confirmed it.
 
-use super::geo::distance_km;
+use crate::geo::distance_km;
 use std::collections::VecDeque;
 
 const WINDOW_FRAMES: usize = 10;
@@ -105,6 +105,15 @@ impl Trigger {
         self.triggered[station] = false;
         self.onset[station] = None;
         self.refractory_until[station] = self.frame + REFRACTORY_FRAMES;
+    }
+
+    /// Lets a station trigger again at once, without the refractory minute: the event it belonged to cannot
+    /// explain what it shows now (a second quake's waves reaching a station the first one's waves had
+    /// triggered). Its rise is looked at afresh from the next frame.
+    pub fn release(&mut self, station: usize) {
+        self.triggered[station] = false;
+        self.onset[station] = None;
+        self.refractory_until[station] = 0;
     }
 
     /// Frames stopped for a while: values from before the gap say nothing about a rise now (a station reached

@@ -1,15 +1,101 @@
-//! Travel times. The project's own 1-D model: straight rays at Vp 6.0 and Vs 3.5 km/s from the hypocentre,
-//! adequate within about 150 km. An operator may install a travel-time table instead (e.g. JMA2001, CSV
-//! `depth_km,distance_km,p_ms,s_ms` on a full depth × distance grid), read bilinearly; it is chosen once per
-//! process, before the detector starts, and named in the algorithm fingerprint.
+//! Travel times. The default is the JMA2001 table of the Japan Meteorological Agency, shipped with the project
+//! (`data/jma2001-traveltimes.csv`: P and S times for depths 0–700 km and distances 0–2,000 km), read
+//! bilinearly. An operator may install another table (CSV `depth_km,distance_km,p_ms,s_ms` on a full
+//! depth × distance grid) or the homogeneous fallback: straight rays at Vp 6.0 and Vs 3.5 km/s from the
+//! hypocentre, adequate within about 150 km of shallow events and for regions without a table. The model is
+//! chosen once per process, before the detector starts, and named in the algorithm fingerprint.
 
-use super::csv::{Csv, number};
+use crate::csv::{Csv, number};
 use anyhow::Context;
 use std::path::Path;
 use std::sync::OnceLock;
 
 pub const VP_KM_S: f64 = 6.0;
 pub const VS_KM_S: f64 = 3.5;
+
+/// The JMA2001 table as shipped.
+const JMA2001: &str = include_str!("../data/jma2001-traveltimes.csv");
+
+/// How travel times are computed.
+#[derive(Debug, Clone)]
+pub enum Model {
+    /// A table on a depth × distance grid (JMA2001 by default).
+    Table(Table),
+    /// Straight rays at Vp 6.0 / Vs 3.5 km/s.
+    Homogeneous,
+}
+
+impl Model {
+    /// The shipped JMA2001 table.
+    pub fn jma2001() -> Model {
+        let mut table = Table::parse(JMA2001).expect("the shipped JMA2001 table parses");
+        table.name = "JMA2001".to_string();
+        Model::Table(table)
+    }
+
+    /// An operator's choice: `homogeneous`, or the path of a table file.
+    pub fn from_argument(argument: &Path) -> anyhow::Result<Model> {
+        if argument.as_os_str() == "homogeneous" {
+            return Ok(Model::Homogeneous);
+        }
+        Ok(Model::Table(Table::load(argument)?))
+    }
+
+    /// For the fingerprint: `JMA2001 <digest>`, `table <digest>` or `Vp 6.0 Vs 3.5`.
+    pub fn name(&self) -> String {
+        match self {
+            Model::Table(table) => format!("{} {}", table.name, table.digest),
+            Model::Homogeneous => format!("Vp {VP_KM_S:.1} Vs {VS_KM_S:.1}"),
+        }
+    }
+
+    /// For the algorithm fingerprint: `jma2001-<digest>`, `table-<digest>` or `vp6.0-vs3.5`.
+    pub fn tag(&self) -> String {
+        match self {
+            Model::Table(table) => format!("{}-{}", table.name.to_lowercase(), table.digest),
+            Model::Homogeneous => format!("vp{VP_KM_S:.1}-vs{VS_KM_S:.1}"),
+        }
+    }
+
+    /// P travel time in seconds.
+    pub fn p(&self, epicentral_km: f64, depth_km: f64) -> f64 {
+        match self {
+            Model::Table(table) => table.read(&table.p, epicentral_km, depth_km),
+            Model::Homogeneous => hypocentral_km(epicentral_km, depth_km) / VP_KM_S,
+        }
+    }
+
+    /// S travel time in seconds.
+    pub fn s(&self, epicentral_km: f64, depth_km: f64) -> f64 {
+        match self {
+            Model::Table(table) => table.read(&table.s, epicentral_km, depth_km),
+            Model::Homogeneous => hypocentral_km(epicentral_km, depth_km) / VS_KM_S,
+        }
+    }
+}
+
+static MODEL: OnceLock<Model> = OnceLock::new();
+
+fn model() -> &'static Model {
+    MODEL.get_or_init(Model::jma2001)
+}
+
+/// Installs `model` as the process's travel-time model; refused once a model is in use or installed.
+pub fn install(model: Model) -> anyhow::Result<()> {
+    MODEL
+        .set(model)
+        .map_err(|_| anyhow::anyhow!("a travel-time model is in use already"))
+}
+
+/// The model in use, for logs.
+pub fn model_name() -> String {
+    model().name()
+}
+
+/// The model in use, for the fingerprint.
+pub fn model_tag() -> String {
+    model().tag()
+}
 
 /// A travel-time table on a depth × distance grid.
 #[derive(Debug, Clone)]
@@ -19,25 +105,10 @@ pub struct Table {
     /// Seconds, `[depth][distance]`.
     p: Vec<Vec<f64>>,
     s: Vec<Vec<f64>>,
+    /// What the fingerprint calls it (`JMA2001` for the shipped table, `table` for an operator's).
+    pub name: String,
     /// Short SHA-256 of the file, for the fingerprint.
     pub digest: String,
-}
-
-static TABLE: OnceLock<Table> = OnceLock::new();
-
-/// Installs `table` as the process's travel-time model; refused when one is installed already.
-pub fn install(table: Table) -> anyhow::Result<()> {
-    TABLE
-        .set(table)
-        .map_err(|_| anyhow::anyhow!("a travel-time table is installed already"))
-}
-
-/// The model in use, for the fingerprint: `Vp 6.0 Vs 3.5` or `table <digest>`.
-pub fn model_name() -> String {
-    match TABLE.get() {
-        Some(table) => format!("table {}", table.digest),
-        None => format!("Vp {VP_KM_S:.1} Vs {VS_KM_S:.1}"),
-    }
 }
 
 impl Table {
@@ -83,6 +154,7 @@ impl Table {
             distances,
             p,
             s,
+            name: "table".to_string(),
             digest,
         })
     }
@@ -120,20 +192,14 @@ pub fn hypocentral_km(epicentral_km: f64, depth_km: f64) -> f64 {
     (epicentral_km * epicentral_km + depth_km * depth_km).sqrt()
 }
 
-/// P travel time in seconds.
+/// P travel time in seconds, by the process's model.
 pub fn p_seconds(epicentral_km: f64, depth_km: f64) -> f64 {
-    match TABLE.get() {
-        Some(table) => table.read(&table.p, epicentral_km, depth_km),
-        None => hypocentral_km(epicentral_km, depth_km) / VP_KM_S,
-    }
+    model().p(epicentral_km, depth_km)
 }
 
-/// S travel time in seconds.
+/// S travel time in seconds, by the process's model.
 pub fn s_seconds(epicentral_km: f64, depth_km: f64) -> f64 {
-    match TABLE.get() {
-        Some(table) => table.read(&table.s, epicentral_km, depth_km),
-        None => hypocentral_km(epicentral_km, depth_km) / VS_KM_S,
-    }
+    model().s(epicentral_km, depth_km)
 }
 
 #[cfg(test)]
@@ -142,9 +208,26 @@ mod tests {
 
     #[test]
     fn s_arrives_after_p_and_both_grow_with_distance() {
-        assert!((p_seconds(60.0, 0.0) - 10.0).abs() < 1e-12);
-        assert!(s_seconds(60.0, 10.0) > p_seconds(60.0, 10.0));
-        assert!(p_seconds(100.0, 10.0) > p_seconds(50.0, 10.0));
+        let homogeneous = Model::Homogeneous;
+        assert!((homogeneous.p(60.0, 0.0) - 10.0).abs() < 1e-12);
+        for model in [homogeneous, Model::jma2001()] {
+            assert!(model.s(60.0, 10.0) > model.p(60.0, 10.0));
+            assert!(model.p(100.0, 10.0) > model.p(50.0, 10.0));
+        }
+    }
+
+    /// The shipped table is JMA2001 as published: 1.773 s / 3.007 s straight below a 10 km event, 17.037 s /
+    /// 29.054 s at 100 km, and deep events reach 700 km.
+    #[test]
+    fn the_default_model_is_the_shipped_jma2001_table() {
+        let model = Model::jma2001();
+        assert!(model.name().starts_with("JMA2001 "), "{}", model.name());
+        assert!((model.p(0.0, 10.0) - 1.773).abs() < 1e-9);
+        assert!((model.s(0.0, 10.0) - 3.007).abs() < 1e-9);
+        assert!((model.p(100.0, 10.0) - 17.037).abs() < 1e-9);
+        assert!((model.s(100.0, 10.0) - 29.054).abs() < 1e-9);
+        assert!(model.p(0.0, 700.0) > model.p(0.0, 600.0));
+        assert!(model_name().starts_with("JMA2001 "), "the process default");
     }
 
     /// A table written from straight rays reads back as straight rays between its nodes.

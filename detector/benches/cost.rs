@@ -2,14 +2,14 @@
 //! station's pixel and one detector step (trigger, association, location, magnitude, lifecycle) through a
 //! synthetic M7.4 earthquake; and one location on its own. Prints percentiles; asserts nothing.
 //!
-//! `cargo bench -p osds --bench detector` (release). Results are recorded in BENCHMARKS.md.
+//! `cargo bench -p osds-detector --bench cost` (release). Results are recorded in BENCHMARKS.md.
 
-use osds::hyp::detector::{Detector, DetectorConfig, Station};
-use osds::hyp::geo::distance_km;
-use osds::hyp::kmoni::{self, Image, SURFACE_INTENSITY};
-use osds::hyp::locate::{Pick, Quiet, locate};
-use osds::hyp::synthetic::{Faults, Quake, frames, grid_network};
-use osds::hyp::traveltime::p_seconds;
+use osds_detector::detector::{Detector, DetectorConfig, Station};
+use osds_detector::geo::distance_km;
+use osds_detector::kmoni::{self, Image, SURFACE_INTENSITY};
+use osds_detector::locate::{Pick, Quiet, locate};
+use osds_detector::synthetic::{Faults, Quake, frames, grid_network};
+use osds_detector::traveltime::p_seconds;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -48,7 +48,7 @@ fn main() {
     }
     let positions: Vec<_> = stations
         .iter()
-        .map(|s| osds::hyp::trigger::StationPosition {
+        .map(|s| osds_detector::trigger::StationPosition {
             latitude: s.latitude,
             longitude: s.longitude,
         })

@@ -1,10 +1,13 @@
 //! Location by grid search: at each trial hypocentre every pick implies an origin time; the score is their
-//! weighted spread (weights Rmin²/R²) plus a penalty for stations that should already have been reached but
-//! have not triggered. Coarse (0.4°, depths 10/50/90/130 km) within 2° of the first station, then fine (0.1°,
-//! ±20 km). Depth is fixed at 10 km for 1–2 stations, capped at 130 km for 3–4 and 150 km from 5.
+//! weighted spread (weights Rmin²/R², distances floored at 20 km) plus, while the evidence is young, a penalty for stations inside the
+//! triggered area that should already have been reached but have not triggered. Three passes around the
+//! centre (the first station, or the previous solution): 0.4° within 2°, 0.1° within 0.4°, 0.04° within
+//! 0.08°. Depth is fixed at 10 km for 1–2 picks and capped at 130 km for 3–4 and 150 km for 5–7, so a shallow
+//! quake that reaches a few stations at once is not taken for a deep one; from 8 picks the search reaches the
+//! deep slab (700 km, the travel-time table's floor), coarse then refined around the best depth.
 
-use super::geo::distance_km;
-use super::traveltime::{hypocentral_km, p_seconds};
+use crate::geo::distance_km;
+use crate::traveltime::{hypocentral_km, p_seconds};
 
 /// A triggered station: where it is and when the P wave arrived (seconds on the detector's clock; a pick from
 /// 1-second frames is the frame time minus 0.5 s).
@@ -39,93 +42,132 @@ pub struct Hypocentre {
     pub depth_fixed: bool,
 }
 
+/// Distances under this count as this much in the weights: otherwise a trial point on top of a station at
+/// the surface gives that one station all the weight and fits any picks perfectly.
+const WEIGHT_FLOOR_KM: f64 = 20.0;
 /// Seconds a station may lag behind its predicted arrival before its silence counts against a trial point.
 const NON_ARRIVAL_GRACE_S: f64 = 1.5;
 /// Weight of one second of unexplained silence, against one second of origin-time spread.
 const NON_ARRIVAL_WEIGHT: f64 = 0.5;
+/// One silent station counts at most this many seconds (a station that never triggers because its site is
+/// quiet must not outweigh the picks).
+const NON_ARRIVAL_CAP_S: f64 = 2.0;
+/// Silence is evidence only while few stations have triggered; later the picks decide alone.
+pub const NON_ARRIVAL_PICKS: usize = 20;
 
-fn depth_rule(picks: usize) -> (Vec<f64>, f64, bool) {
+/// Trial depths of the coarse pass, and the deepest allowed, by the number of picks.
+fn depth_rule(picks: usize) -> (&'static [f64], f64, bool) {
+    const SHALLOW: [f64; 6] = [10.0, 30.0, 50.0, 80.0, 110.0, 130.0];
+    const FULL: [f64; 17] = [
+        10.0, 30.0, 50.0, 80.0, 110.0, 150.0, 200.0, 250.0, 300.0, 350.0, 400.0, 450.0, 500.0,
+        550.0, 600.0, 650.0, 700.0,
+    ];
     match picks {
-        0..=2 => (vec![10.0], 10.0, true),
-        3..=4 => (vec![10.0, 50.0, 90.0, 130.0], 130.0, false),
-        _ => (vec![10.0, 50.0, 90.0, 130.0], 150.0, false),
+        0..=2 => (&[10.0], 10.0, true),
+        3..=4 => (&SHALLOW, 130.0, false),
+        5..=7 => (&SHALLOW, 150.0, false),
+        _ => (&FULL, 700.0, false),
     }
 }
 
-/// Scores one trial point: (score, origin time).
-fn evaluate(
-    lat: f64,
-    lon: f64,
-    depth: f64,
-    picks: &[Pick],
-    quiet: &[Quiet],
-    now: f64,
-) -> (f64, f64) {
-    let distances: Vec<f64> = picks
-        .iter()
-        .map(|p| distance_km(lat, lon, p.latitude, p.longitude))
-        .collect();
-    let r: Vec<f64> = distances
-        .iter()
-        .map(|&d| hypocentral_km(d, depth).max(1.0))
-        .collect();
-    let r_min = r.iter().copied().fold(f64::INFINITY, f64::min);
-    let weights: Vec<f64> = r.iter().map(|&ri| (r_min * r_min) / (ri * ri)).collect();
-    let implied: Vec<f64> = picks
-        .iter()
-        .zip(&distances)
-        .map(|(p, &d)| p.at - p_seconds(d, depth))
-        .collect();
-    let total: f64 = weights.iter().sum();
-    let origin = implied
-        .iter()
-        .zip(&weights)
-        .map(|(t, w)| t * w)
-        .sum::<f64>()
-        / total;
-    let spread = (implied
-        .iter()
-        .zip(&weights)
-        .map(|(t, w)| w * (t - origin).powi(2))
-        .sum::<f64>()
-        / total)
-        .sqrt();
-    let silence: f64 = quiet
-        .iter()
-        .map(|q| {
-            let due = origin + p_seconds(distance_km(lat, lon, q.latitude, q.longitude), depth);
-            (now - NON_ARRIVAL_GRACE_S - due).max(0.0)
-        })
-        .sum();
-    let penalty = NON_ARRIVAL_WEIGHT * silence / (picks.len() as f64);
-    (spread + penalty, origin)
+/// The deepest a location from `picks` picks may be.
+pub fn depth_cap(picks: usize) -> f64 {
+    depth_rule(picks).1
 }
 
-fn search(
-    picks: &[Pick],
-    quiet: &[Quiet],
+/// Scores trial points at one epicentre for several depths: (score, depth, origin) of the best.
+struct Trial<'a> {
+    picks: &'a [Pick],
+    quiet: &'a [Quiet],
     now: f64,
-    lats: impl Iterator<Item = f64> + Clone,
-    lons: impl Iterator<Item = f64> + Clone,
-    depths: &[f64],
-) -> (f64, f64, f64, f64, f64) {
-    let mut best = (f64::INFINITY, 0.0, 0.0, 0.0, 0.0);
-    for lat in lats {
-        for lon in lons.clone() {
-            for &depth in depths {
-                let (score, origin) = evaluate(lat, lon, depth, picks, quiet, now);
+}
+
+impl Trial<'_> {
+    fn best_at(&self, lat: f64, lon: f64, depths: &[f64]) -> (f64, f64, f64) {
+        let distances: Vec<f64> = self
+            .picks
+            .iter()
+            .map(|p| distance_km(lat, lon, p.latitude, p.longitude))
+            .collect();
+        let reach = distances.iter().copied().fold(0.0, f64::max);
+        // Only silent stations inside the triggered area say something: farther ones may just be too weak.
+        let quiet: Vec<f64> = if self.picks.len() < NON_ARRIVAL_PICKS {
+            self.quiet
+                .iter()
+                .map(|q| distance_km(lat, lon, q.latitude, q.longitude))
+                .filter(|d| *d < reach)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut best = (f64::INFINITY, 0.0, 0.0);
+        for &depth in depths {
+            let (score, origin) = self.evaluate(&distances, &quiet, depth);
+            if score < best.0 {
+                best = (score, depth, origin);
+            }
+        }
+        best
+    }
+
+    fn evaluate(&self, distances: &[f64], quiet: &[f64], depth: f64) -> (f64, f64) {
+        let r_min = distances
+            .iter()
+            .map(|&d| hypocentral_km(d, depth).max(WEIGHT_FLOOR_KM))
+            .fold(f64::INFINITY, f64::min);
+        // Times relative to the first pick, so the sums of squares keep their precision (picks are Unix seconds).
+        let reference = self.picks[0].at;
+        let (mut total, mut sum, mut sum_sq) = (0.0, 0.0, 0.0);
+        for (p, &d) in self.picks.iter().zip(distances) {
+            let r = hypocentral_km(d, depth).max(WEIGHT_FLOOR_KM);
+            let w = (r_min * r_min) / (r * r);
+            let implied = p.at - reference - p_seconds(d, depth);
+            total += w;
+            sum += w * implied;
+            sum_sq += w * implied * implied;
+        }
+        let mean = sum / total;
+        let spread = (sum_sq / total - mean * mean).max(0.0).sqrt();
+        let origin = reference + mean;
+        let silence: f64 = quiet
+            .iter()
+            .map(|&d| {
+                let due = origin + p_seconds(d, depth);
+                (self.now - NON_ARRIVAL_GRACE_S - due).clamp(0.0, NON_ARRIVAL_CAP_S)
+            })
+            .sum();
+        let penalty = NON_ARRIVAL_WEIGHT * silence / (self.picks.len() as f64);
+        (spread + penalty, origin)
+    }
+
+    /// The best of a lat × lon grid: (score, lat, lon, depth, origin).
+    fn search(&self, lats: &[f64], lons: &[f64], depths: &[f64]) -> (f64, f64, f64, f64, f64) {
+        let mut best = (f64::INFINITY, 0.0, 0.0, 0.0, 0.0);
+        for &lat in lats {
+            for &lon in lons {
+                let (score, depth, origin) = self.best_at(lat, lon, depths);
                 if score < best.0 {
                     best = (score, lat, lon, depth, origin);
                 }
             }
         }
+        best
     }
-    best
 }
 
-fn steps(center: f64, half_width: f64, step: f64) -> impl Iterator<Item = f64> + Clone {
+fn steps(center: f64, half_width: f64, step: f64) -> Vec<f64> {
     let n = (half_width / step).round() as i64;
-    (-n..=n).map(move |i| center + i as f64 * step)
+    (-n..=n).map(|i| center + i as f64 * step).collect()
+}
+
+/// Depths around `depth`: `step` apart within ±`half_width`, inside 0..=`cap`.
+fn depths_around(depth: f64, half_width: f64, step: f64, cap: f64) -> Vec<f64> {
+    let mut depths: Vec<f64> = steps(depth, half_width, step)
+        .into_iter()
+        .map(|d| d.clamp(0.0, cap))
+        .collect();
+    depths.dedup();
+    depths
 }
 
 /// Observed minus predicted P arrival of each pick, for a hypocentre and origin time.
@@ -194,11 +236,22 @@ pub fn locate_near(
         second.depth_km,
         second.origin,
     );
+    let rms_seconds = rms(residuals
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(r, _)| *r));
     Some(Hypocentre {
         residuals,
         used: keep,
+        rms_seconds,
         ..second
     })
+}
+
+fn rms(residuals: impl Iterator<Item = f64>) -> f64 {
+    let (n, sum) = residuals.fold((0usize, 0.0), |(n, sum), r| (n + 1, sum + r * r));
+    if n == 0 { 0.0 } else { (sum / n as f64).sqrt() }
 }
 
 fn locate_once(
@@ -210,30 +263,33 @@ fn locate_once(
     let first = picks.iter().min_by(|a, b| a.at.total_cmp(&b.at))?;
     let (center_lat, center_lon) = center.unwrap_or((first.latitude, first.longitude));
     let (coarse_depths, cap, depth_fixed) = depth_rule(picks.len());
-    let (_, lat, lon, depth, _) = search(
-        picks,
-        quiet,
-        now,
-        steps(center_lat, 2.0, 0.4),
-        steps(center_lon, 2.0, 0.4),
-        &coarse_depths,
+    let trial = Trial { picks, quiet, now };
+    let (_, lat, lon, depth, _) = trial.search(
+        &steps(center_lat, 2.0, 0.4),
+        &steps(center_lon, 2.0, 0.4),
+        coarse_depths,
     );
-    let fine_depths: Vec<f64> = if depth_fixed {
+    // Refine the depth within the coarse axis's spacing there (20 km shallow, 50 km deep).
+    let spacing = if depth < 110.0 { 20.0 } else { 50.0 };
+    let fine_depths = if depth_fixed {
         vec![10.0]
     } else {
-        steps(depth, 20.0, 5.0).map(|d| d.clamp(0.0, cap)).collect()
+        depths_around(depth, spacing, spacing / 4.0, cap)
     };
-    let (score, lat, lon, depth, origin) = search(
-        picks,
-        quiet,
-        now,
-        steps(lat, 0.4, 0.1),
-        steps(lon, 0.4, 0.1),
-        &fine_depths,
+    let (_, lat, lon, depth, _) =
+        trial.search(&steps(lat, 0.4, 0.1), &steps(lon, 0.4, 0.1), &fine_depths);
+    let finest_depths = if depth_fixed {
+        vec![10.0]
+    } else {
+        depths_around(depth, spacing / 4.0, spacing / 8.0, cap)
+    };
+    let (score, lat, lon, depth, origin) = trial.search(
+        &steps(lat, 0.08, 0.04),
+        &steps(lon, 0.08, 0.04),
+        &finest_depths,
     );
     let residuals = residuals(picks, lat, lon, depth, origin);
-    let rms_seconds =
-        (residuals.iter().map(|r| r * r).sum::<f64>() / residuals.len() as f64).sqrt();
+    let rms_seconds = rms(residuals.iter().copied());
     Some(Hypocentre {
         latitude: lat,
         longitude: lon,
@@ -250,7 +306,7 @@ fn locate_once(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hyp::geo::destination;
+    use crate::geo::destination;
 
     fn picks_around(lat: f64, lon: f64, depth: f64, origin: f64, n: usize) -> Vec<Pick> {
         (0..n)

@@ -1,9 +1,10 @@
 //! The operator's station table (`--stations FILE`): a CSV with the columns `network, code, name, region,
 //! suspended, lat, lon, img_x, img_y` in any order (the layout of NIED's station list as matched to the
-//! monitor images); a station without a pixel is not on the images. The project ships no table.
+//! monitor images); a station without a pixel is not on the images. The project ships NIED's K-NET/KiK-net
+//! stations with their pixels (`data/kmoni-stations.csv`) as the default.
 
-use super::csv::{Csv, number};
-use super::detector::Station;
+use crate::csv::{Csv, number};
+use crate::detector::Station;
 use anyhow::Context;
 use std::path::Path;
 
@@ -91,6 +92,14 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<TableStation>> {
         .collect()
 }
 
+/// The shipped table: NIED K-NET/KiK-net stations, pixels matched by KyoshinEewViewer for ingen (MIT).
+const SHIPPED: &str = include_str!("../data/kmoni-stations.csv");
+
+/// The shipped station table.
+pub fn shipped() -> Vec<TableStation> {
+    parse(SHIPPED).expect("the shipped station table parses")
+}
+
 /// Reads and parses a table file.
 pub fn load(path: &Path) -> anyhow::Result<Vec<TableStation>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
@@ -115,6 +124,13 @@ mod tests {
         assert!(!stations[1].usable(), "suspended");
         assert!(!stations[2].usable(), "no pixel");
         assert_eq!(stations[0].to_station().code, "TST001");
+    }
+
+    #[test]
+    fn the_shipped_table_has_the_usable_k_net_and_kik_net_stations() {
+        let stations = shipped();
+        assert_eq!(stations.len(), 1946);
+        assert_eq!(stations.iter().filter(|s| s.usable()).count(), 1366);
     }
 
     #[test]

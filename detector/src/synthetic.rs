@@ -1,12 +1,14 @@
 //! Synthetic earthquakes with known truth: a station network, arrival times from the travel-time model, peaks
 //! from the Si & Midorikawa attenuation, and a 1 Hz realtime-intensity envelope per station with seeded noise,
-//! quantised to 0.1 like the monitor's colour scale. Faults on demand: dropouts, a stuck station, a lone spike.
+//! quantised to 0.1 like the monitor's colour scale. Imperfections on demand: per-station timing offsets and site
+//! factors (so a solution is not right only because the scenario and the locator share one travel-time table),
+//! dropouts, stuck stations, lone spikes.
 
-use super::geo::{destination, distance_km};
-use super::magnitude::{intensity_of_pgv, pgv_cm_s};
-use super::rng::Rng;
-use super::traveltime::{hypocentral_km, p_seconds, s_seconds};
-use super::trigger::StationPosition;
+use crate::geo::{destination, distance_km};
+use crate::magnitude::{intensity_of_pgv, pgv_cm_s};
+use crate::rng::Rng;
+use crate::traveltime::{hypocentral_km, p_seconds, s_seconds};
+use crate::trigger::StationPosition;
 
 /// A synthetic earthquake. `origin` is in seconds on the scenario clock (frame n is at n seconds).
 #[derive(Debug, Clone, Copy)]
@@ -65,17 +67,18 @@ pub fn peak_intensity(quake: &Quake, station: &StationPosition) -> f64 {
     intensity_of_pgv(pgv_cm_s(quake.mw, quake.depth_km, r)).min(7.0)
 }
 
-/// The intensity one quake alone would show at a station at time `t` (before noise).
-fn envelope(quake: &Quake, station: &StationPosition, t: f64) -> f64 {
+/// The intensity one quake alone would show at a station at time `t` (before noise), with the station's timing
+/// offset (seconds its clock and onset lag the model) and site term (intensity added to its peak).
+fn envelope(quake: &Quake, station: &StationPosition, t: f64, offset: f64, site: f64) -> f64 {
     let epicentral = distance_km(
         quake.latitude,
         quake.longitude,
         station.latitude,
         station.longitude,
     );
-    let tp = quake.origin + p_seconds(epicentral, quake.depth_km);
-    let ts = quake.origin + s_seconds(epicentral, quake.depth_km);
-    let peak = peak_intensity(quake, station);
+    let tp = quake.origin + p_seconds(epicentral, quake.depth_km) + offset;
+    let ts = quake.origin + s_seconds(epicentral, quake.depth_km) + offset;
+    let peak = (peak_intensity(quake, station) + site).min(7.0);
     if t < tp {
         BACKGROUND
     } else if t < ts {
@@ -88,15 +91,37 @@ fn envelope(quake: &Quake, station: &StationPosition, t: f64) -> f64 {
     }
 }
 
-/// Faults to add to a scenario.
+/// Imperfections to add to a scenario.
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
-    /// Station that reads this level throughout.
-    pub stuck: Option<(usize, f64)>,
-    /// Station that jumps to this level for one frame.
-    pub spike: Option<(usize, u64, f64)>,
+    /// Stations that read this level throughout.
+    pub stuck: Vec<(usize, f64)>,
+    /// Stations that jump to this level for one frame.
+    pub spike: Vec<(usize, u64, f64)>,
     /// Share of readings missing (no data).
     pub dropout: f64,
+    /// Per station (by index; missing = 0): seconds its arrivals lag the travel-time model.
+    pub timing_offsets: Vec<f64>,
+    /// Per station (by index; missing = 0): intensity its site adds to the attenuation relation's peak.
+    pub site_terms: Vec<f64>,
+}
+
+impl Faults {
+    /// Timing offsets uniform within ±`offset_s` and site terms normal with `site_sd`, for `stations`.
+    pub fn station_terms(
+        mut self,
+        stations: usize,
+        offset_s: f64,
+        site_sd: f64,
+        seed: u64,
+    ) -> Faults {
+        let mut rng = Rng::new(seed);
+        self.timing_offsets = (0..stations)
+            .map(|_| (rng.uniform() * 2.0 - 1.0) * offset_s)
+            .collect();
+        self.site_terms = (0..stations).map(|_| rng.normal(0.0, site_sd)).collect();
+        self
+    }
 }
 
 /// Frames 0..`frames` (one per second) of every station's realtime intensity, quantised to 0.1; quakes add
@@ -118,21 +143,22 @@ pub fn frames(
                 .map(|(i, station)| {
                     let noise = rng.normal(0.0, NOISE_SD);
                     let missing = rng.uniform() < faults.dropout;
+                    let offset = faults.timing_offsets.get(i).copied().unwrap_or(0.0);
+                    let site = faults.site_terms.get(i).copied().unwrap_or(0.0);
                     let mut value = quakes
                         .iter()
-                        .map(|q| envelope(q, station, t))
+                        .map(|q| envelope(q, station, t, offset, site))
                         .fold(BACKGROUND, f64::max)
                         + noise;
-                    if let Some((s, level)) = faults.stuck
-                        && s == i
-                    {
-                        value = level;
+                    if let Some((_, level)) = faults.stuck.iter().find(|(s, _)| *s == i) {
+                        value = *level;
                     }
-                    if let Some((s, frame, level)) = faults.spike
-                        && s == i
-                        && frame == n
+                    if let Some((.., level)) = faults
+                        .spike
+                        .iter()
+                        .find(|(s, frame, _)| *s == i && *frame == n)
                     {
-                        value = level;
+                        value = *level;
                     }
                     (!missing).then(|| ((value.clamp(-3.0, 7.0)) * 10.0).round() / 10.0)
                 })

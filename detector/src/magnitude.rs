@@ -1,0 +1,212 @@
+//! Magnitude from peaks: invert Si & Midorikawa (1999) PGV attenuation for Mw per station (peak intensity →
+//! PGV by I = 2.68 + 1.72 log10 PGV); the median over stations, the median absolute deviation as uncertainty,
+//! nothing below two stations.
+//!
+//! Two estimates, named by `magnitudeType`:
+//! - `Mw-SM99`: stations the S wave has reached (and passed by a few seconds, so their peak is the S peak).
+//! - `Mw-SM99-P`: before two stations have that, stations still inside their P window. Realtime intensity in
+//!   the P window runs below the S peak by a roughly constant contrast; the estimate adds that contrast
+//!   ([`P_TO_S_INTENSITY`], an assumption of this method) to the P-window peak before inverting. It gives the
+//!   first public report a magnitude; the S estimate replaces it as soon as two stations qualify.
+//!
+//! Only the stations nearest the hypocentre count (the S wave's peaks decay towards the noise far away), and a
+//! peak at the top of the scale (7.0) is a lower bound, so it counts only when nothing else does.
+
+/// Surface PGV (cm/s) predicted at hypocentral distance `r_km` from an event of `mw` at `depth_km` (crustal,
+/// d = 0, site amplification 1).
+pub fn pgv_cm_s(mw: f64, depth_km: f64, r_km: f64) -> f64 {
+    let fault_length = 10f64.powf(0.5 * mw - 1.85);
+    let x = (r_km - fault_length / 2.0).max(3.0);
+    let log_pgv = 0.58 * mw + 0.0038 * depth_km
+        - (x + 0.0028 * 10f64.powf(0.5 * mw)).log10()
+        - 0.002 * x
+        - 1.29;
+    10f64.powf(log_pgv)
+}
+
+/// Realtime intensity of a PGV.
+pub fn intensity_of_pgv(pgv: f64) -> f64 {
+    2.68 + 1.72 * pgv.log10()
+}
+
+/// PGV of a realtime intensity.
+pub fn pgv_of_intensity(intensity: f64) -> f64 {
+    10f64.powf((intensity - 2.68) / 1.72)
+}
+
+/// The Mw whose predicted intensity at this distance and depth equals `intensity` (bisection; the prediction
+/// grows with Mw).
+pub fn invert(intensity: f64, depth_km: f64, r_km: f64) -> f64 {
+    let target = pgv_of_intensity(intensity);
+    let (mut low, mut high) = (0.0_f64, 9.5_f64);
+    for _ in 0..60 {
+        let mid = (low + high) / 2.0;
+        if pgv_cm_s(mid, depth_km, r_km) < target {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    (low + high) / 2.0
+}
+
+/// How far below the S peak realtime intensity runs in the P window (intensity units).
+pub const P_TO_S_INTENSITY: f64 = 1.5;
+/// The S-wave estimate's `magnitudeType`.
+pub const KIND_S: &str = "Mw-SM99";
+/// The P-window estimate's `magnitudeType`.
+pub const KIND_P: &str = "Mw-SM99-P";
+/// Stations counted: the nearest this many of those that qualify.
+const NEAREST: usize = 30;
+/// The top of the realtime-intensity scale: a peak there is clipped.
+const CLIPPED: f64 = 6.95;
+/// Peaks at or below this are too close to the noise to say anything.
+const FLOOR: f64 = -0.5;
+
+/// Which wave a station's peak so far belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wave {
+    /// The P wave has arrived, the S wave not yet.
+    P,
+    /// The S wave has arrived and its peak has had time to build.
+    S,
+    /// Neither yet, or the S wave is still building.
+    Neither,
+}
+
+/// One station's contribution.
+#[derive(Debug, Clone, Copy)]
+pub struct PeakAtStation {
+    pub peak_intensity: f64,
+    pub hypocentral_km: f64,
+    pub wave: Wave,
+}
+
+/// The estimate: median Mw, MAD, stations used, and which estimate (`KIND_S` or `KIND_P`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub mw: f64,
+    pub uncertainty: f64,
+    pub stations: usize,
+    pub kind: &'static str,
+}
+
+/// The S estimate when two stations qualify for it, else the P estimate when two do; `None` otherwise.
+pub fn estimate(peaks: &[PeakAtStation], depth_km: f64) -> Option<Estimate> {
+    by_wave(peaks, depth_km, Wave::S, 0.0, KIND_S)
+        .or_else(|| by_wave(peaks, depth_km, Wave::P, P_TO_S_INTENSITY, KIND_P))
+}
+
+fn by_wave(
+    peaks: &[PeakAtStation],
+    depth_km: f64,
+    wave: Wave,
+    contrast: f64,
+    kind: &'static str,
+) -> Option<Estimate> {
+    let mut qualifying: Vec<&PeakAtStation> = peaks
+        .iter()
+        .filter(|p| p.wave == wave && p.peak_intensity > FLOOR)
+        .collect();
+    qualifying.sort_by(|a, b| a.hypocentral_km.total_cmp(&b.hypocentral_km));
+    qualifying.truncate(NEAREST);
+    // Clipped peaks only say "at least": used only when there is nothing else.
+    let unclipped: Vec<&PeakAtStation> = qualifying
+        .iter()
+        .copied()
+        .filter(|p| p.peak_intensity < CLIPPED)
+        .collect();
+    let chosen = if unclipped.len() >= 2 {
+        unclipped
+    } else {
+        qualifying
+    };
+    let mut values: Vec<f64> = chosen
+        .iter()
+        .map(|p| invert(p.peak_intensity + contrast, depth_km, p.hypocentral_km))
+        .collect();
+    if values.len() < 2 {
+        return None;
+    }
+    let mw = median(&mut values);
+    let mut deviations: Vec<f64> = values.iter().map(|v| (v - mw).abs()).collect();
+    Some(Estimate {
+        mw,
+        uncertainty: median(&mut deviations),
+        stations: values.len(),
+        kind,
+    })
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inversion_recovers_the_magnitude_that_produced_the_peak() {
+        for mw in [4.5, 5.5, 6.5, 7.4] {
+            for r in [20.0, 60.0, 150.0] {
+                let i = intensity_of_pgv(pgv_cm_s(mw, 10.0, r));
+                assert!((invert(i, 10.0, r) - mw).abs() < 1e-6, "mw {mw} r {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn two_s_stations_give_the_s_estimate_else_two_p_stations_the_p_estimate() {
+        let at = |wave| PeakAtStation {
+            peak_intensity: 4.0,
+            hypocentral_km: 50.0,
+            wave,
+        };
+        assert_eq!(estimate(&[at(Wave::S), at(Wave::Neither)], 10.0), None);
+        assert_eq!(estimate(&[at(Wave::P), at(Wave::S)], 10.0), None);
+        let s = estimate(&[at(Wave::S), at(Wave::S), at(Wave::P)], 10.0).unwrap();
+        assert_eq!(s.kind, KIND_S);
+        assert_eq!(s.stations, 2);
+        // The P estimate reads the P-window peak as the S peak it foreshadows.
+        let p = estimate(&[at(Wave::P), at(Wave::P), at(Wave::S)], 10.0).unwrap();
+        assert_eq!(p.kind, KIND_P);
+        assert!((p.mw - invert(4.0 + P_TO_S_INTENSITY, 10.0, 50.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn clipped_and_noise_level_peaks_do_not_count_when_others_do() {
+        let at = |i: f64, r: f64| PeakAtStation {
+            peak_intensity: i,
+            hypocentral_km: r,
+            wave: Wave::S,
+        };
+        let e = estimate(
+            &[at(7.0, 10.0), at(4.0, 40.0), at(4.0, 40.0), at(-1.0, 30.0)],
+            10.0,
+        )
+        .unwrap();
+        assert_eq!(e.stations, 2);
+        assert!((e.mw - invert(4.0, 10.0, 40.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_median_resists_one_outlier_and_the_mad_reports_the_spread() {
+        let at = |i: f64| PeakAtStation {
+            peak_intensity: i,
+            hypocentral_km: 40.0,
+            wave: Wave::S,
+        };
+        let mw = |i: f64| invert(i, 10.0, 40.0);
+        let e = estimate(&[at(4.0), at(4.1), at(3.9), at(6.9)], 10.0).unwrap();
+        assert!((e.mw - (mw(4.0) + mw(4.1)) / 2.0).abs() < 1e-9);
+        assert!(e.uncertainty < 0.2);
+        assert_eq!(e.stations, 4);
+    }
+}
