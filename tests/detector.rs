@@ -192,11 +192,10 @@ async fn a_frame_gap_interrupts_the_event_without_inventing_a_final_report() {
     assert!(!statuses.contains(&"finalized"), "{statuses:?}");
 }
 
-/// The images the simulator serves in real time, and the station table it wrote.
+/// The images the simulator serves in real time.
 struct ImageServer {
     child: std::process::Child,
     base: String,
-    stations: std::path::PathBuf,
 }
 
 impl Drop for ImageServer {
@@ -206,13 +205,10 @@ impl Drop for ImageServer {
     }
 }
 
-fn image_server(dir: &std::path::Path, scenario: &str, extra: &[&str]) -> ImageServer {
+fn image_server(scenario: &str, extra: &[&str]) -> ImageServer {
     use std::io::BufRead;
-    let stations = dir.join("stations.csv");
     let mut child = osds()
         .args(["simulate", scenario, "--serve-images", "127.0.0.1:0"])
-        .arg("--write-stations")
-        .arg(&stations)
         .args(extra)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -228,11 +224,7 @@ fn image_server(dir: &std::path::Path, scenario: &str, extra: &[&str]) -> ImageS
         .split_once("images at ")
         .map(|(_, url)| url.to_string())
         .unwrap_or_else(|| panic!("unexpected first line: {line}"));
-    ImageServer {
-        child,
-        base,
-        stations,
-    }
+    ImageServer { child, base }
 }
 
 fn id_path(id: &str) -> String {
@@ -248,15 +240,15 @@ async fn first_event(server: &Server) -> Option<serde_json::Value> {
     Some(get_json(&server.url(&format!("/hyp/events/{}", id_path(&id)))).await)
 }
 
-/// `osds serve --hyp-source kmoni` follows an image server in real time: the Kumamoto scenario is located from
-/// the fetched GIFs within 20 km. The PGA layer arrives 30 s late, so the live reports lack it; after the
-/// event, `osds hyp backfill --refetch` recovers those images and adds the peaks marked `recovered`, and no
-/// report changes.
+/// `osds serve --hyp-source kmoni` follows an image server in real time with its default tables (the shipped
+/// K-NET/KiK-net stations and JMA2001, no `--stations` or `--travel-times`): the Kumamoto scenario, rendered at
+/// the real stations' pixels, is located from the fetched GIFs within 20 km. The PGA layer arrives 30 s late,
+/// so the live reports lack it; after the event, `osds hyp backfill --refetch` recovers those images and adds
+/// the peaks marked `recovered`, and no report changes.
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     let dir = tempdir("hyp-live");
     let images = image_server(
-        &dir,
         "kumamoto",
         &[
             "--seconds",
@@ -265,10 +257,11 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
             "acmap_s=30",
             "--lead-secs",
             "30",
+            "--network",
+            "shipped",
         ],
     );
     let started = std::time::Instant::now();
-    let stations = images.stations.display().to_string();
     let frames_url = format!("sqlite://{}", dir.join("frames.db").display());
     let server = Server::start_in(
         dir.clone(),
@@ -281,8 +274,6 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
             &images.base,
             "--kmoni-layers",
             "jma_s,acmap_s",
-            "--stations",
-            &stations,
             "--hyp-frames-url",
             &frames_url,
         ],
@@ -347,7 +338,7 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
             "--database-url",
             &database,
         ])
-        .args(["--stations", &stations, "--kmoni-url", &images.base])
+        .args(["--kmoni-url", &images.base])
         .args([
             "--kmoni-layers",
             "jma_s,acmap_s",
@@ -412,8 +403,6 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
             "2000-01-01T00:00:00Z",
             "--replay-to",
             "2100-01-01T00:00:00Z",
-            "--stations",
-            &stations,
             "--hyp-frames-url",
             &frames_url,
         ],

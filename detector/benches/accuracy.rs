@@ -11,18 +11,8 @@
 //! `-- --values` skips the images, `-- --reports` prints every report). Results are recorded in BENCHMARKS.md.
 
 use osds_detector::scenario::{Network, Outcome, Scenario, Setting, run, score};
-use osds_detector::synthetic::{Faults, Quake};
+use osds_detector::synthetic::{Envelope, Faults, Quake};
 use std::time::Instant;
-
-fn quake(latitude: f64, longitude: f64, depth_km: f64, mw: f64, origin: f64) -> Quake {
-    Quake {
-        latitude,
-        longitude,
-        depth_km,
-        mw,
-        origin,
-    }
-}
 
 /// The matrix. Hypocentres of named scenarios follow the JMA catalogue's for those earthquakes; the others
 /// place events where Japan has them (slab events, offshore sequences).
@@ -30,122 +20,130 @@ fn matrix(network: &Network) -> Vec<Scenario> {
     use Setting::*;
     let n = network.stations.len();
     let singles: Vec<(&str, Setting, Quake)> = vec![
-        ("noto-m7.5", Inland, quake(37.495, 137.270, 16.0, 7.5, 10.0)),
+        (
+            "noto-m7.5",
+            Inland,
+            Quake::at(37.495, 137.270, 16.0, 7.5, 10.0),
+        ),
         (
             "kumamoto-m6.2",
             Inland,
-            quake(32.742, 130.808, 11.0, 6.2, 10.0),
+            Quake::at(32.742, 130.808, 11.0, 6.2, 10.0),
         ),
         (
             "iburi-m6.6",
             Inland,
-            quake(42.690, 142.007, 37.0, 6.6, 10.0),
+            Quake::at(42.690, 142.007, 37.0, 6.6, 10.0),
         ),
         (
             "tottori-m6.6",
             Inland,
-            quake(35.274, 133.349, 9.0, 6.6, 10.0),
+            Quake::at(35.274, 133.349, 9.0, 6.6, 10.0),
         ),
         (
             "chuetsu-m6.6",
             Inland,
-            quake(37.292, 138.867, 13.0, 6.6, 10.0),
+            Quake::at(37.292, 138.867, 13.0, 6.6, 10.0),
         ),
         (
             "osaka-m5.6",
             Inland,
-            quake(34.844, 135.622, 13.0, 5.6, 10.0),
+            Quake::at(34.844, 135.622, 13.0, 5.6, 10.0),
         ),
         (
             "iwate-miyagi-m6.9",
             Inland,
-            quake(39.028, 140.881, 8.0, 6.9, 10.0),
+            Quake::at(39.028, 140.881, 8.0, 6.9, 10.0),
         ),
-        ("gifu-m4.0", Inland, quake(35.900, 137.300, 10.0, 4.0, 10.0)),
+        (
+            "gifu-m4.0",
+            Inland,
+            Quake::at(35.900, 137.300, 10.0, 4.0, 10.0),
+        ),
         (
             "chiba-m4.8-50km",
             Inland,
-            quake(35.800, 140.100, 50.0, 4.8, 10.0),
+            Quake::at(35.800, 140.100, 50.0, 4.8, 10.0),
         ),
         (
             "sapporo-m5.5",
             Inland,
-            quake(43.060, 141.350, 10.0, 5.5, 10.0),
+            Quake::at(43.060, 141.350, 10.0, 5.5, 10.0),
         ),
         (
             "shikoku-m5.0-40km",
             Inland,
-            quake(33.800, 133.500, 40.0, 5.0, 10.0),
+            Quake::at(33.800, 133.500, 40.0, 5.0, 10.0),
         ),
         (
             "fukushima-oki-m7.3",
             Offshore,
-            quake(37.700, 141.600, 57.0, 7.3, 10.0),
+            Quake::at(37.700, 141.600, 57.0, 7.3, 10.0),
         ),
         (
             "tohoku-oki-m8.0",
             Offshore,
-            quake(38.100, 142.860, 24.0, 8.0, 10.0),
+            Quake::at(38.100, 142.860, 24.0, 8.0, 10.0),
         ),
         (
             "tokachi-oki-m8.0",
             Offshore,
-            quake(41.780, 144.080, 42.0, 8.0, 10.0),
+            Quake::at(41.780, 144.080, 42.0, 8.0, 10.0),
         ),
         (
             "miyagi-oki-m6.9",
             Offshore,
-            quake(38.450, 141.650, 60.0, 6.9, 10.0),
+            Quake::at(38.450, 141.650, 60.0, 6.9, 10.0),
         ),
         (
             "kii-oki-m7.1",
             Offshore,
-            quake(33.030, 136.800, 38.0, 7.1, 10.0),
+            Quake::at(33.030, 136.800, 38.0, 7.1, 10.0),
         ),
         (
             "hyuganada-m6.8",
             Offshore,
-            quake(31.700, 131.700, 30.0, 6.8, 10.0),
+            Quake::at(31.700, 131.700, 30.0, 6.8, 10.0),
         ),
         (
             "ibaraki-oki-m5.5",
             Offshore,
-            quake(36.400, 141.200, 40.0, 5.5, 10.0),
+            Quake::at(36.400, 141.200, 40.0, 5.5, 10.0),
         ),
         (
             "kushiro-oki-m6.5",
             Offshore,
-            quake(42.600, 144.900, 50.0, 6.5, 10.0),
+            Quake::at(42.600, 144.900, 50.0, 6.5, 10.0),
         ),
         (
             "izu-oshima-m5.0",
             Offshore,
-            quake(34.600, 139.300, 10.0, 5.0, 10.0),
+            Quake::at(34.600, 139.300, 10.0, 5.0, 10.0),
         ),
         (
             "kanto-m5.5-80km",
             Deep,
-            quake(36.200, 139.900, 80.0, 5.5, 10.0),
+            Quake::at(36.200, 139.900, 80.0, 5.5, 10.0),
         ),
         (
             "kushiro-m7.0-100km",
             Deep,
-            quake(42.900, 144.400, 100.0, 7.0, 10.0),
+            Quake::at(42.900, 144.400, 100.0, 7.0, 10.0),
         ),
         (
             "tokai-m6.3-380km",
             Deep,
-            quake(34.000, 138.100, 380.0, 6.3, 10.0),
+            Quake::at(34.000, 138.100, 380.0, 6.3, 10.0),
         ),
         (
             "japan-sea-m6.0-450km",
             Deep,
-            quake(38.800, 134.500, 450.0, 6.0, 10.0),
+            Quake::at(38.800, 134.500, 450.0, 6.0, 10.0),
         ),
         (
             "bonin-m7.0-600km",
             Deep,
-            quake(32.500, 138.500, 600.0, 7.0, 10.0),
+            Quake::at(32.500, 138.500, 600.0, 7.0, 10.0),
         ),
     ];
     let mut scenarios: Vec<Scenario> = singles
@@ -168,8 +166,8 @@ fn matrix(network: &Network) -> Vec<Scenario> {
         name: "two-at-once-300km".into(),
         setting: Inland,
         quakes: vec![
-            quake(35.0, 135.0, 10.0, 6.0, 10.0),
-            quake(35.0, 138.3, 10.0, 6.0, 10.0),
+            Quake::at(35.0, 135.0, 10.0, 6.0, 10.0),
+            Quake::at(35.0, 138.3, 10.0, 6.0, 10.0),
         ],
         seconds: 240,
         faults: imperfect(n, 2001),
@@ -182,8 +180,8 @@ fn matrix(network: &Network) -> Vec<Scenario> {
         name: "second-in-wavefront".into(),
         setting: Offshore,
         quakes: vec![
-            quake(38.000, 142.000, 40.0, 7.0, 10.0),
-            quake(35.000, 136.500, 10.0, 6.0, 110.0),
+            Quake::at(38.000, 142.000, 40.0, 7.0, 10.0),
+            Quake::at(35.000, 136.500, 10.0, 6.0, 110.0),
         ],
         seconds: 300,
         faults: imperfect(n, 2002),
@@ -193,7 +191,7 @@ fn matrix(network: &Network) -> Vec<Scenario> {
     scenarios.push(Scenario {
         name: "gap-3s-m6.5".into(),
         setting: Inland,
-        quakes: vec![quake(36.000, 138.000, 10.0, 6.5, 10.0)],
+        quakes: vec![Quake::at(36.000, 138.000, 10.0, 6.5, 10.0)],
         seconds: 240,
         faults: imperfect(n, 2003),
         gap: Some(24..27),
@@ -202,7 +200,7 @@ fn matrix(network: &Network) -> Vec<Scenario> {
     scenarios.push(Scenario {
         name: "gap-20s-m6.0".into(),
         setting: Inland,
-        quakes: vec![quake(35.000, 135.100, 10.0, 6.0, 10.0)],
+        quakes: vec![Quake::at(35.000, 135.100, 10.0, 6.0, 10.0)],
         seconds: 240,
         faults: imperfect(n, 2004),
         gap: Some(30..50),
@@ -224,16 +222,45 @@ fn matrix(network: &Network) -> Vec<Scenario> {
 }
 
 /// The network's imperfections every scenario has: timing offsets within ±0.3 s, site terms (σ 0.25
-/// intensity), 2 % dropouts, two stuck stations and three lone spikes at stations chosen by the seed.
+/// intensity), 2 % dropouts, two stuck stations and three lone spikes at stations chosen by the seed; and one
+/// of three shapes of the shaking by the seed (see [`shape`]).
 fn imperfect(stations: usize, seed: u64) -> Faults {
     let pick = |k: u64| ((seed * 7919 + k * 104_729) % stations as u64) as usize;
     Faults {
         stuck: vec![(pick(1), 4.0), (pick(2), 3.2)],
         spike: vec![(pick(3), 40, 5.0), (pick(4), 70, 4.0), (pick(5), 95, 5.5)],
         dropout: 0.02,
+        envelope: shape(seed).1,
         ..Faults::default()
     }
     .station_terms(stations, 0.3, 0.25, seed)
+}
+
+/// The shape of the shaking, by seed: `s` the detector's own assumption (P window 1.5 below the S peak, an
+/// immediate step), `g` gradual (2.0 below, P reached over 2 s, S over 5 s, slow decay), `a` abrupt (1.0 below,
+/// S over 2 s, fast decay).
+fn shape(seed: u64) -> (char, Envelope) {
+    match seed % 3 {
+        0 => ('s', Envelope::default()),
+        1 => (
+            'g',
+            Envelope {
+                p_contrast: 2.0,
+                p_rise_s: 2.0,
+                s_rise_s: 5.0,
+                decay_per_s: 0.1,
+            },
+        ),
+        _ => (
+            'a',
+            Envelope {
+                p_contrast: 1.0,
+                p_rise_s: 0.0,
+                s_rise_s: 2.0,
+                decay_per_s: 0.3,
+            },
+        ),
+    }
 }
 
 fn cell(value: Option<f64>, digits: usize) -> String {
@@ -361,8 +388,9 @@ fn main() {
         }
         for (quake, outcome) in scenario.quakes.iter().zip(&scored.outcomes) {
             println!(
-                "{:<22} {:>4.1} {:>5.0} | {:>6} {:>6} {:>6} {:>6} | {:>5} | {:>5} {:>5} | {:>5} | {:<10} {:>3} {:>4} | {:>5} | {:>5.0}",
+                "{:<22} {:>3} {:>4.1} {:>5.0} | {:>6} {:>6} {:>6} {:>6} | {:>5} | {:>5} {:>5} | {:>5} | {:<10} {:>3} {:>4} | {:>5} | {:>5.0}",
                 scenario.name,
+                shape(scenario.seed).0,
                 quake.mw,
                 quake.depth_km,
                 cell(outcome.first_km, 1),
@@ -409,62 +437,81 @@ fn main() {
     let inland = |s: &Setting| *s == Setting::Inland;
     let offshore = |s: &Setting| *s == Setting::Offshore;
     let deep = |s: &Setting| *s == Setting::Deep;
+    let shallow = |s: &Setting| *s != Setting::Deep;
     let any = |_: &Setting| true;
-    line(
-        "epicentre error from the 3rd report, inland (km)",
-        collect(&inland, &|o| o.median_km),
-        "<= 10",
-    );
-    line(
-        "epicentre error from the 3rd report, offshore (km)",
-        collect(&offshore, &|o| o.median_km),
-        "<= 25",
-    );
-    line(
-        "epicentre error from the 3rd report, deep (km)",
-        collect(&deep, &|o| o.median_km),
-        "-",
-    );
-    line(
-        "epicentre error of the first report, all (km)",
-        collect(&any, &|o| o.first_km),
-        "-",
-    );
-    line(
-        "epicentre error of the final report, all (km)",
-        collect(&any, &|o| o.final_km),
-        "-",
-    );
-    line(
-        "final report from the median tracking position (km)",
-        collect(&any, &|o| o.final_from_tracking_km),
-        "<= 5",
-    );
-    line(
-        "depth error, events above 60 km (km)",
-        collect(&|s| *s != Setting::Deep, &|o| o.depth_km),
-        "<= 15",
-    );
-    line(
-        "depth error, events below 60 km (km)",
-        collect(&deep, &|o| o.depth_km),
-        "<= 40",
-    );
-    line(
-        "|dM| of the first report with a magnitude",
-        collect(&any, &|o| o.first_dm.map(f64::abs)),
-        "<= 0.5",
-    );
-    line(
-        "|dM| of the final report",
-        collect(&any, &|o| o.final_dm.map(f64::abs)),
-        "<= 0.3",
-    );
-    line(
-        "seconds from the 3rd P arrival to the first public report",
-        collect(&any, &|o| o.latency_s),
-        "<= 3",
-    );
+    type Filter<'a> = &'a dyn Fn(&Setting) -> bool;
+    type Value<'a> = &'a dyn Fn(&Outcome) -> Option<f64>;
+    let rows: [(&str, Filter, Value, &str); 11] = [
+        (
+            "epicentre error from the 3rd report, inland (km)",
+            &inland,
+            &|o| o.median_km,
+            "<= 10",
+        ),
+        (
+            "epicentre error from the 3rd report, offshore (km)",
+            &offshore,
+            &|o| o.median_km,
+            "<= 25",
+        ),
+        (
+            "epicentre error from the 3rd report, deep (km)",
+            &deep,
+            &|o| o.median_km,
+            "-",
+        ),
+        (
+            "epicentre error of the first report, all (km)",
+            &any,
+            &|o| o.first_km,
+            "-",
+        ),
+        (
+            "epicentre error of the final report, all (km)",
+            &any,
+            &|o| o.final_km,
+            "-",
+        ),
+        (
+            "final report from the median tracking position (km)",
+            &any,
+            &|o| o.final_from_tracking_km,
+            "<= 5",
+        ),
+        (
+            "depth error, events above 60 km (km)",
+            &shallow,
+            &|o| o.depth_km,
+            "<= 15",
+        ),
+        (
+            "depth error, events below 60 km (km)",
+            &deep,
+            &|o| o.depth_km,
+            "<= 40",
+        ),
+        (
+            "|dM| of the first report with a magnitude",
+            &any,
+            &|o| o.first_dm.map(f64::abs),
+            "<= 0.5",
+        ),
+        (
+            "|dM| of the final report",
+            &any,
+            &|o| o.final_dm.map(f64::abs),
+            "<= 0.3",
+        ),
+        (
+            "seconds from the 3rd P arrival to the first public report",
+            &any,
+            &|o| o.latency_s,
+            "<= 3",
+        ),
+    ];
+    for (label, filter, value, target) in rows {
+        line(label, collect(filter, value), target);
+    }
     let missed = all.iter().filter(|(_, _, o)| o.event_id.is_none()).count();
     let worst_final = all
         .iter()

@@ -53,6 +53,11 @@ const PUBLISH_RMS_S: f64 = 1.0;
 /// A shallow solution from five picks or more is published without waiting for a second location to agree;
 /// a deeper one waits (a one-sided network can fit a shallow offshore quake with a deep one at first).
 const SHALLOW_KM: f64 = 150.0;
+/// A station's P-window level counts for the P magnitude this long after its P arrival, once the P wave's
+/// shaking has built up.
+const P_SETTLE_S: f64 = 2.0;
+/// …and until this long before its predicted S arrival (the S wave's first peaks must not pass for P).
+const S_MARGIN_S: f64 = 1.5;
 /// A station at or below this intensity has stopped shaking, whatever its peak.
 const DECAYED_LEVEL: f64 = -1.0;
 /// Silent stations this close to an event's centre count against trial points that would have reached them.
@@ -864,6 +869,11 @@ impl Detector {
     /// (unless `force`). It reports the latest location as it is: closing an event never relocates it.
     fn solution(&mut self, index: usize, now_ms: i64, force: bool) -> Option<Detection> {
         let event = &self.events[index];
+        // A candidate's solution is not converged: it is not reported (its first report is preliminary), and
+        // nothing is estimated from it that a later report could carry forward.
+        if event.status == "candidate" {
+            return None;
+        }
         let h = event.last.clone()?;
         let now = now_ms as f64 / 1000.0;
         let peaks: Vec<PeakAtStation> = event
@@ -875,8 +885,16 @@ impl Detector {
                 let since = now - h.origin;
                 let wave = if since > s_seconds(d, h.depth_km) + 3.0 {
                     Wave::S
-                } else if since >= p_seconds(d, h.depth_km) && since < s_seconds(d, h.depth_km) {
+                } else if since >= s_seconds(d, h.depth_km) {
+                    Wave::SBuilding
+                } else if since >= p_seconds(d, h.depth_km) + P_SETTLE_S
+                    && since < s_seconds(d, h.depth_km) - S_MARGIN_S
+                {
                     Wave::P
+                } else if since >= p_seconds(d, h.depth_km)
+                    && since < s_seconds(d, h.depth_km) - S_MARGIN_S
+                {
+                    Wave::PEarly
                 } else {
                     Wave::Neither
                 };
@@ -922,10 +940,6 @@ impl Detector {
             (h.longitude * 10.0).round() as i64,
         );
         if !force && event.last_reported == Some(key) {
-            return None;
-        }
-        // A candidate's solution is not converged: it is not reported (its first report is preliminary).
-        if event.status == "candidate" {
             return None;
         }
         event.last_reported = Some(key);

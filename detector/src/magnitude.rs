@@ -1,13 +1,15 @@
-//! Magnitude from peaks: invert Si & Midorikawa (1999) PGV attenuation for Mw per station (peak intensity →
-//! PGV by I = 2.68 + 1.72 log10 PGV); the median over stations, the median absolute deviation as uncertainty,
-//! nothing below two stations.
+//! Magnitude from peaks: Si & Midorikawa (1999) PGV attenuation (peak intensity ↔ PGV by I = 2.68 +
+//! 1.72 log10 PGV) solved for the Mw at which the median station's observed intensity equals the predicted
+//! one; the median absolute deviation of the per-station inversions as uncertainty; nothing below two stations.
 //!
 //! Two estimates, named by `magnitudeType`:
 //! - `Mw-SM99`: stations the S wave has reached (and passed by a few seconds, so their peak is the S peak).
-//! - `Mw-SM99-P`: before two stations have that, stations still inside their P window. Realtime intensity in
-//!   the P window runs below the S peak by a roughly constant contrast; the estimate adds that contrast
-//!   ([`P_TO_S_INTENSITY`], an assumption of this method) to the P-window peak before inverting. It gives the
-//!   first public report a magnitude; the S estimate replaces it as soon as two stations qualify.
+//! - `Mw-SM99-P`: before two stations have that, stations inside their P window (two seconds or more after
+//!   their P arrival if two are, else any). Realtime intensity in the P window runs below the S peak by a
+//!   roughly constant contrast; the estimate adds that contrast ([`P_TO_S_INTENSITY`], an assumption of this
+//!   method) to the P-window peak before inverting. In the very first seconds, when not even that is there,
+//!   every station reached counts, each for the wave it shows (a building S wave as a lower bound). It gives
+//!   the first public report a magnitude; the S estimate replaces it as soon as two stations qualify.
 //!
 //! Only the stations nearest the hypocentre count (the S wave's peaks decay towards the noise far away), and a
 //! peak at the top of the scale (7.0) is a lower bound, so it counts only when nothing else does.
@@ -66,8 +68,12 @@ const FLOOR: f64 = -0.5;
 /// Which wave a station's peak so far belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wave {
-    /// The P wave has arrived, the S wave not yet.
+    /// The P wave arrived a while ago (its shaking has built up), the S wave not yet.
     P,
+    /// The P wave has only just arrived: used when no station is further into its P window.
+    PEarly,
+    /// The S wave has arrived and is still building: its level so far is a lower bound of its peak.
+    SBuilding,
     /// The S wave has arrived and its peak has had time to build.
     S,
     /// Neither yet, or the S wave is still building.
@@ -91,27 +97,50 @@ pub struct Estimate {
     pub kind: &'static str,
 }
 
-/// The S estimate when two stations qualify for it, else the P estimate when two do; `None` otherwise.
+/// The S estimate when two stations qualify for it, else the P estimate from two stations well into their P
+/// window, else from two that the P wave has just reached; `None` otherwise.
 pub fn estimate(peaks: &[PeakAtStation], depth_km: f64) -> Option<Estimate> {
-    by_wave(peaks, depth_km, Wave::S, 0.0, KIND_S)
-        .or_else(|| by_wave(peaks, depth_km, Wave::P, P_TO_S_INTENSITY, KIND_P))
+    let p_window = |wave: Wave| match wave {
+        Wave::P | Wave::PEarly => Some(P_TO_S_INTENSITY),
+        _ => None,
+    };
+    by_wave(peaks, depth_km, &|w| (w == Wave::S).then_some(0.0), KIND_S)
+        .or_else(|| {
+            let settled = |w| (w == Wave::P).then_some(P_TO_S_INTENSITY);
+            by_wave(peaks, depth_km, &settled, KIND_P)
+        })
+        .or_else(|| by_wave(peaks, depth_km, &p_window, KIND_P))
+        .or_else(|| {
+            // The first seconds: whatever has arrived, each read for the wave it shows.
+            let any = |w| match w {
+                Wave::S | Wave::SBuilding => Some(0.0),
+                w => p_window(w),
+            };
+            by_wave(peaks, depth_km, &any, KIND_P)
+        })
 }
 
+/// The estimate from the stations `contrast` accepts, each peak raised by the contrast it gives for its wave.
 fn by_wave(
     peaks: &[PeakAtStation],
     depth_km: f64,
-    wave: Wave,
-    contrast: f64,
+    contrast: &dyn Fn(Wave) -> Option<f64>,
     kind: &'static str,
 ) -> Option<Estimate> {
-    let mut qualifying: Vec<&PeakAtStation> = peaks
+    let mut qualifying: Vec<PeakAtStation> = peaks
         .iter()
-        .filter(|p| p.wave == wave && p.peak_intensity > FLOOR)
+        .filter(|p| p.peak_intensity > FLOOR)
+        .filter_map(|p| {
+            contrast(p.wave).map(|c| PeakAtStation {
+                peak_intensity: p.peak_intensity + c,
+                ..*p
+            })
+        })
         .collect();
     qualifying.sort_by(|a, b| a.hypocentral_km.total_cmp(&b.hypocentral_km));
     qualifying.truncate(NEAREST);
     // Clipped peaks only say "at least": used only when there is nothing else.
-    let unclipped: Vec<&PeakAtStation> = qualifying
+    let unclipped: Vec<PeakAtStation> = qualifying
         .iter()
         .copied()
         .filter(|p| p.peak_intensity < CLIPPED)
@@ -121,19 +150,37 @@ fn by_wave(
     } else {
         qualifying
     };
-    let mut values: Vec<f64> = chosen
-        .iter()
-        .map(|p| invert(p.peak_intensity + contrast, depth_km, p.hypocentral_km))
-        .collect();
-    if values.len() < 2 {
+    if chosen.len() < 2 {
         return None;
     }
-    let mw = median(&mut values);
-    let mut deviations: Vec<f64> = values.iter().map(|v| (v - mw).abs()).collect();
+    // The Mw at which the median station's observed intensity equals the predicted one. Solving in intensity
+    // rather than taking the median of per-station Mw keeps a station next to a large fault, whose intensity
+    // hardly grows with Mw any more, from turning a small intensity error into a large Mw error.
+    let misfit = |mw: f64| {
+        let mut residuals: Vec<f64> = chosen
+            .iter()
+            .map(|p| p.peak_intensity - intensity_of_pgv(pgv_cm_s(mw, depth_km, p.hypocentral_km)))
+            .collect();
+        median(&mut residuals)
+    };
+    let (mut low, mut high) = (0.0_f64, 9.5_f64);
+    for _ in 0..50 {
+        let mid = (low + high) / 2.0;
+        if misfit(mid) > 0.0 {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    let mw = (low + high) / 2.0;
+    let mut deviations: Vec<f64> = chosen
+        .iter()
+        .map(|p| (invert(p.peak_intensity, depth_km, p.hypocentral_km) - mw).abs())
+        .collect();
     Some(Estimate {
         mw,
         uncertainty: median(&mut deviations),
-        stations: values.len(),
+        stations: chosen.len(),
         kind,
     })
 }
@@ -170,14 +217,24 @@ mod tests {
             wave,
         };
         assert_eq!(estimate(&[at(Wave::S), at(Wave::Neither)], 10.0), None);
-        assert_eq!(estimate(&[at(Wave::P), at(Wave::S)], 10.0), None);
+        // One station of each: the first seconds' estimate, each read for the wave it shows.
+        let mixed = estimate(&[at(Wave::P), at(Wave::SBuilding)], 10.0).unwrap();
+        assert_eq!(mixed.kind, KIND_P);
+        assert_eq!(mixed.stations, 2);
         let s = estimate(&[at(Wave::S), at(Wave::S), at(Wave::P)], 10.0).unwrap();
         assert_eq!(s.kind, KIND_S);
         assert_eq!(s.stations, 2);
         // The P estimate reads the P-window peak as the S peak it foreshadows.
         let p = estimate(&[at(Wave::P), at(Wave::P), at(Wave::S)], 10.0).unwrap();
         assert_eq!(p.kind, KIND_P);
-        assert!((p.mw - invert(4.0 + P_TO_S_INTENSITY, 10.0, 50.0)).abs() < 1e-9);
+        assert!((p.mw - invert(4.0 + P_TO_S_INTENSITY, 10.0, 50.0)).abs() < 1e-6);
+        // Stations well into their P window are preferred to those just reached.
+        let settled = PeakAtStation {
+            peak_intensity: 3.0,
+            ..at(Wave::P)
+        };
+        let p = estimate(&[settled, settled, at(Wave::PEarly)], 10.0).unwrap();
+        assert!((p.mw - invert(3.0 + P_TO_S_INTENSITY, 10.0, 50.0)).abs() < 1e-6);
     }
 
     #[test]
@@ -205,7 +262,8 @@ mod tests {
         };
         let mw = |i: f64| invert(i, 10.0, 40.0);
         let e = estimate(&[at(4.0), at(4.1), at(3.9), at(6.9)], 10.0).unwrap();
-        assert!((e.mw - (mw(4.0) + mw(4.1)) / 2.0).abs() < 1e-9);
+        // At one distance the median station is the median intensity.
+        assert!((e.mw - mw(4.05)).abs() < 1e-6, "{e:?}");
         assert!(e.uncertainty < 0.2);
         assert_eq!(e.stations, 4);
     }

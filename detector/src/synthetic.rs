@@ -20,6 +20,18 @@ pub struct Quake {
     pub origin: f64,
 }
 
+impl Quake {
+    pub fn at(latitude: f64, longitude: f64, depth_km: f64, mw: f64, origin: f64) -> Quake {
+        Quake {
+            latitude,
+            longitude,
+            depth_km,
+            mw,
+            origin,
+        }
+    }
+}
+
 /// Background realtime intensity and its noise.
 const BACKGROUND: f64 = -2.0;
 const NOISE_SD: f64 = 0.15;
@@ -67,9 +79,39 @@ pub fn peak_intensity(quake: &Quake, station: &StationPosition) -> f64 {
     intensity_of_pgv(pgv_cm_s(quake.mw, quake.depth_km, r)).min(7.0)
 }
 
+/// How realtime intensity builds and fades at a station: the P window runs `p_contrast` below the S peak and
+/// is reached `p_rise_s` after the P arrival; the S peak is reached `s_rise_s` after the S arrival; then it
+/// decays by `decay_per_s` a second. The default is the detector's own assumption (a 1.5 contrast, an
+/// immediate P step); scenarios vary it so the detector is not right only because the two agree.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Envelope {
+    pub p_contrast: f64,
+    pub p_rise_s: f64,
+    pub s_rise_s: f64,
+    pub decay_per_s: f64,
+}
+
+impl Default for Envelope {
+    fn default() -> Self {
+        Envelope {
+            p_contrast: 1.5,
+            p_rise_s: 0.0,
+            s_rise_s: 3.0,
+            decay_per_s: 0.2,
+        }
+    }
+}
+
 /// The intensity one quake alone would show at a station at time `t` (before noise), with the station's timing
 /// offset (seconds its clock and onset lag the model) and site term (intensity added to its peak).
-fn envelope(quake: &Quake, station: &StationPosition, t: f64, offset: f64, site: f64) -> f64 {
+fn envelope(
+    quake: &Quake,
+    station: &StationPosition,
+    t: f64,
+    offset: f64,
+    site: f64,
+    shape: &Envelope,
+) -> f64 {
     let epicentral = distance_km(
         quake.latitude,
         quake.longitude,
@@ -79,16 +121,26 @@ fn envelope(quake: &Quake, station: &StationPosition, t: f64, offset: f64, site:
     let tp = quake.origin + p_seconds(epicentral, quake.depth_km) + offset;
     let ts = quake.origin + s_seconds(epicentral, quake.depth_km) + offset;
     let peak = (peak_intensity(quake, station) + site).min(7.0);
-    if t < tp {
+    let p_level = peak - shape.p_contrast;
+    // A linear rise from `from` to `to` over `seconds` starting at `start`.
+    let ramp = |start: f64, seconds: f64, from: f64, to: f64| {
+        if seconds <= 0.0 {
+            to
+        } else {
+            from + (to - from) * ((t - start) / seconds).clamp(0.0, 1.0)
+        }
+    };
+    let value = if t < tp {
         BACKGROUND
     } else if t < ts {
-        (peak - 1.5).max(BACKGROUND)
-    } else if t < ts + 3.0 {
-        let share = (t - ts) / 3.0;
-        (peak - 1.5 + 1.5 * share).max(BACKGROUND)
+        ramp(tp, shape.p_rise_s, BACKGROUND, p_level)
+    } else if t < ts + shape.s_rise_s {
+        let reached = ramp(tp, shape.p_rise_s, BACKGROUND, p_level);
+        ramp(ts, shape.s_rise_s, reached, peak)
     } else {
-        (peak - 0.2 * (t - ts - 3.0)).max(BACKGROUND)
-    }
+        peak - shape.decay_per_s * (t - ts - shape.s_rise_s)
+    };
+    value.max(BACKGROUND)
 }
 
 /// Imperfections to add to a scenario.
@@ -104,6 +156,8 @@ pub struct Faults {
     pub timing_offsets: Vec<f64>,
     /// Per station (by index; missing = 0): intensity its site adds to the attenuation relation's peak.
     pub site_terms: Vec<f64>,
+    /// How the shaking builds and fades.
+    pub envelope: Envelope,
 }
 
 impl Faults {
@@ -147,7 +201,7 @@ pub fn frames(
                     let site = faults.site_terms.get(i).copied().unwrap_or(0.0);
                     let mut value = quakes
                         .iter()
-                        .map(|q| envelope(q, station, t, offset, site))
+                        .map(|q| envelope(q, station, t, offset, site, &faults.envelope))
                         .fold(BACKGROUND, f64::max)
                         + noise;
                     if let Some((_, level)) = faults.stuck.iter().find(|(s, _)| *s == i) {

@@ -239,16 +239,6 @@ fn on_the_network(quakes: Vec<Quake>, seconds: u64, seed: u64) -> Vec<crate::sce
     run(&scenario, &network, false)
 }
 
-fn quake(latitude: f64, longitude: f64, depth_km: f64, mw: f64, origin: f64) -> Quake {
-    Quake {
-        latitude,
-        longitude,
-        depth_km,
-        mw,
-        origin,
-    }
-}
-
 /// The public events of a run, each with its reports in order.
 fn events(reports: &[crate::scenario::Report]) -> Vec<Vec<&crate::scenario::Report>> {
     let mut events: Vec<Vec<&crate::scenario::Report>> = Vec::new();
@@ -267,7 +257,7 @@ fn events(reports: &[crate::scenario::Report]) -> Vec<Vec<&crate::scenario::Repo
 fn the_final_report_is_the_best_solution_not_a_relocation_from_late_stations() {
     // An M6.6 inland quake (Tottori 2000): its waves go on triggering stations hundreds of km away long after
     // the near stations that located it have peaked.
-    let truth = quake(35.274, 133.349, 9.0, 6.6, 10.0);
+    let truth = Quake::at(35.274, 133.349, 9.0, 6.6, 10.0);
     let reports = on_the_network(vec![truth], 240, 11);
     let events = events(&reports);
     assert_eq!(events.len(), 1, "one event");
@@ -296,7 +286,7 @@ fn the_final_report_is_the_best_solution_not_a_relocation_from_late_stations() {
 /// explained by its predicted arrivals, so they are that event's, never an event of their own.
 #[test]
 fn a_large_quakes_wavefront_crossing_the_country_is_one_event() {
-    let truth = quake(37.495, 137.270, 16.0, 7.5, 10.0);
+    let truth = Quake::at(37.495, 137.270, 16.0, 7.5, 10.0);
     let reports = on_the_network(vec![truth], 300, 12);
     let events = events(&reports);
     assert_eq!(
@@ -319,8 +309,8 @@ fn a_large_quakes_wavefront_crossing_the_country_is_one_event() {
 /// one's travel times and shakes far more than the first can explain there: two events, each where it is.
 #[test]
 fn a_second_quake_inside_the_first_ones_wavefront_is_its_own_event() {
-    let first = quake(38.0, 142.0, 40.0, 7.0, 10.0);
-    let second = quake(35.0, 136.5, 10.0, 6.0, 110.0);
+    let first = Quake::at(38.0, 142.0, 40.0, 7.0, 10.0);
+    let second = Quake::at(35.0, 136.5, 10.0, 6.0, 110.0);
     let reports = on_the_network(vec![first, second], 300, 13);
     let events = events(&reports);
     assert_eq!(events.len(), 2, "{events:?}");
@@ -341,7 +331,7 @@ fn a_second_quake_inside_the_first_ones_wavefront_is_its_own_event() {
 /// A deep slab event is located at its depth once enough stations constrain it, not at a shallow cap.
 #[test]
 fn a_deep_quake_is_located_at_its_depth() {
-    let truth = quake(34.0, 138.1, 380.0, 6.3, 10.0);
+    let truth = Quake::at(34.0, 138.1, 380.0, 6.3, 10.0);
     let reports = on_the_network(vec![truth], 240, 14);
     let events = events(&reports);
     assert_eq!(events.len(), 1);
@@ -361,7 +351,7 @@ fn a_deep_quake_is_located_at_its_depth() {
 /// reached two stations yet; the S estimate replaces it.
 #[test]
 fn the_first_public_report_has_a_magnitude() {
-    let truth = quake(32.742, 130.808, 11.0, 6.2, 10.0);
+    let truth = Quake::at(32.742, 130.808, 11.0, 6.2, 10.0);
     let reports = on_the_network(vec![truth], 120, 15);
     let first = &reports[0];
     let m = first.magnitude.expect("a magnitude in the first report");
@@ -379,7 +369,7 @@ fn the_first_public_report_has_a_magnitude() {
 /// its RMS, so the RMS reflects the 1-second picks.
 #[test]
 fn a_well_recorded_inland_quake_reaches_grade_a_or_s() {
-    let truth = quake(36.0, 138.0, 10.0, 6.5, 10.0);
+    let truth = Quake::at(36.0, 138.0, 10.0, 6.5, 10.0);
     let reports = on_the_network(vec![truth], 120, 16);
     let best = reports
         .iter()

@@ -41,6 +41,14 @@ pub enum Scenario {
     Gap,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimulatedNetwork {
+    /// A 20 km grid of synthetic stations around the scenario.
+    Synthetic,
+    /// The shipped K-NET/KiK-net stations with their monitor pixels.
+    Shipped,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
     pub scenario: Scenario,
@@ -61,6 +69,10 @@ pub struct SimulateArgs {
     /// observation second n seconds after start, available one second later), until stopped.
     #[arg(long, value_name = "ADDR")]
     pub serve_images: Option<SocketAddr>,
+    /// The stations the scenario is observed by: a synthetic 20 km grid around it, or the shipped K-NET/KiK-net
+    /// table at its real monitor pixels (what `osds serve` reads by default).
+    #[arg(long, value_enum, default_value_t = SimulatedNetwork::Synthetic)]
+    pub network: SimulatedNetwork,
     /// Write the scenario's station table (the CSV `--stations` reads) to this file.
     #[arg(long, value_name = "FILE")]
     pub write_stations: Option<PathBuf>,
@@ -342,7 +354,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
 
 async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(args.scenario);
-    let network = network(&setup.stations);
+    let network = match args.network {
+        SimulatedNetwork::Synthetic => network(&setup.stations),
+        SimulatedNetwork::Shipped => Network::from_table(&crate::hyp::stations::shipped()),
+    };
     if let Some(path) = &args.write_stations {
         std::fs::write(path, station_table(&network))
             .with_context(|| format!("write {}", path.display()))?;
