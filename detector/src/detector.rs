@@ -113,12 +113,14 @@ impl Default for DetectorConfig {
 pub fn algorithm_fingerprint(stations: &[Station]) -> String {
     use sha2::{Digest, Sha256};
     let parameters = "trigger rise 1.1/10s, neighbours 15 within 60 km rising 0.5 min(n,max(n/3,4)), lone 2; \
-         stuck >=3 with neighbours 3 lower; expiry 10/15/30/60/90 s; association by predicted P (2 s + 2 %) \
-         and P..S+coda (10 s + 10 %) within level +1.0, else cluster 60 km, young < 8 picks; aftermath 240 s; \
-         same quake 100 km 10 s; grid 0.4/0.1/0.04 deg, depth 10 fixed <3, cap 130 <5, 150 <8, else 700; \
-         nearest 40 P picks; non-arrival inside reach while < 20 picks, cap 2 s; pick t-0.5 s; \
-         Si-Midorikawa 1999 PGV, I=2.68+1.72logPGV, S (ts+3 s) else P (+1.5), nearest 30, median/MAD; \
-         tracking >=8 stations stable 10 km 5 s; final = best solution";
+         stuck >=3 with neighbours 3 lower; expiry 10/15/30/60/90 s, no refractory; association by predicted P \
+         (2 s + 2 %) and P..S+coda (10 s + 10 %) within level +1.0, else cluster 60 km, young < 8 picks; \
+         release beyond 100 km above level +1.0; aftermath 240 s; same quake 100 km 10 s; new stations within \
+         300 km keep an event open; grid 0.4/0.1/0.04 deg, weights floor 20 km, depth 10 fixed <3, cap 130 <5, \
+         150 <8, else 700; 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < 20 picks, \
+         cap 2 s; pick t-0.5 s; publish rms <= 1 s, not at the cap, converged or >= 5 picks shallow; \
+         Si-Midorikawa 1999 PGV, I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+2..ts-1.5, +1.5) \
+         else any reached; nearest 30; tracking >=8 stations stable 10 km 5 s; final = best solution";
     let mut table = Sha256::new();
     for s in stations {
         table.update(format!("{},{},{};", s.code, s.latitude, s.longitude).as_bytes());
@@ -191,8 +193,8 @@ struct Event {
     last: Option<Hypocentre>,
     /// Indices of the members the latest location used as picks.
     located: Vec<usize>,
-    /// P picks of the latest location: a new location is due when new ones came.
-    located_members: usize,
+    /// How many P picks the event had at its latest location: a new location is due when more came.
+    located_p_picks: usize,
     /// What the last report said, to report only changes.
     last_reported: Option<ReportKey>,
     done: bool,
@@ -462,7 +464,7 @@ impl Detector {
                     magnitude: None,
                     last: None,
                     located: Vec::new(),
-                    located_members: 0,
+                    located_p_picks: 0,
                     last_reported: None,
                     done: false,
                 });
@@ -704,11 +706,11 @@ impl Detector {
         let stations = event.active().count();
         let mut status = event.status;
         // A new location when P picks came (later phases do not move it), or while silent stations still count.
-        let relocate = event.p_picks() != event.located_members
+        let relocate = event.p_picks() != event.located_p_picks
             || event.p_picks() < crate::locate::NON_ARRIVAL_PICKS;
         if relocate && let Some((h, located)) = self.locate(index, now_ms) {
             let event = &mut self.events[index];
-            event.located_members = event.p_picks();
+            event.located_p_picks = event.p_picks();
             // The grid has converged when two successive locations agree.
             let converged = event.positions.last().is_some_and(|(_, lat, lon, depth)| {
                 distance_km(*lat, *lon, h.latitude, h.longitude) <= 10.0
