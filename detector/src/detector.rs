@@ -204,6 +204,27 @@ struct Event {
 type ReportKey = (&'static str, usize, Option<i64>, i64, i64);
 
 impl Event {
+    /// Adds a member; a station that was one already is merged into it instead (active again if the newcomer
+    /// is, its first pick standing). Whether the station is new to the event.
+    fn join(&mut self, member: Member) -> bool {
+        match self
+            .members
+            .iter_mut()
+            .find(|m| m.station == member.station)
+        {
+            Some(known) => {
+                known.active |= member.active;
+                known.peak = known.peak.max(member.peak);
+                known.expires_ms = known.expires_ms.max(member.expires_ms);
+                false
+            }
+            None => {
+                self.members.push(member);
+                true
+            }
+        }
+    }
+
     fn p_picks(&self) -> usize {
         self.members.iter().filter(|m| m.phase == Phase::P).count()
     }
@@ -400,18 +421,11 @@ impl Detector {
         if let Some((i, phase, _)) = explained {
             let member = self.member(station, pick_ms, phase, now_ms);
             let event = &mut self.events[i];
-            // A station that was a member already is active again; its first pick stands.
-            if let Some(known) = event.members.iter_mut().find(|m| m.station == station) {
-                known.active = true;
-                known.peak = known.peak.max(member.peak);
-                known.expires_ms = member.expires_ms;
-                return;
-            }
-            event.members.push(member);
-            if event.last.as_ref().is_none_or(|h| {
+            let near = event.last.as_ref().is_none_or(|h| {
                 distance_km(h.latitude, h.longitude, here.latitude, here.longitude)
                     <= NEW_STATION_KM
-            }) {
+            });
+            if event.join(member) && near {
                 event.last_new_station_ms = now_ms;
             }
             return;
@@ -441,8 +455,9 @@ impl Detector {
         let member = self.member(station, pick_ms, Phase::P, now_ms);
         match nearest {
             Some((i, _)) => {
-                self.events[i].members.push(member);
-                self.events[i].last_new_station_ms = now_ms;
+                if self.events[i].join(member) {
+                    self.events[i].last_new_station_ms = now_ms;
+                }
             }
             None => {
                 // 4. Something new.
@@ -544,20 +559,8 @@ impl Detector {
                 for (member, phase) in members.iter_mut().zip(phases) {
                     member.phase = phase.unwrap_or(Phase::Later);
                 }
-                let target = &mut self.events[i];
                 for member in members {
-                    match target
-                        .members
-                        .iter_mut()
-                        .find(|m| m.station == member.station)
-                    {
-                        Some(known) => {
-                            known.active |= member.active;
-                            known.peak = known.peak.max(member.peak);
-                            known.expires_ms = known.expires_ms.max(member.expires_ms);
-                        }
-                        None => target.members.push(member),
-                    }
+                    self.events[i].join(member);
                 }
                 self.events[i].last_new_station_ms = now_ms;
                 self.events[j].done = true;

@@ -258,6 +258,18 @@ mod tests {
     }
 
     #[test]
+    fn an_operator_names_a_table_file_or_the_homogeneous_model() {
+        let homogeneous = Model::from_argument(Path::new("homogeneous")).unwrap();
+        assert_eq!(homogeneous.tag(), "vp6.0-vs3.5");
+        let error = Model::from_argument(Path::new("/nonexistent/tt.csv")).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("/nonexistent/tt.csv"),
+            "{error:#}"
+        );
+        assert!(Model::jma2001().tag().starts_with("jma2001-"));
+    }
+
+    #[test]
     fn a_table_with_holes_or_garbage_is_refused() {
         assert!(
             Table::parse("depth_km,distance_km,p_ms,s_ms\n0,0,0,0\n0,10,1,2\n10,0,1,2\n").is_err()
