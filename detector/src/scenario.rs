@@ -1,7 +1,7 @@
 //! Synthetic earthquakes run through the whole detector on a real station network, scored against their truth:
 //! the frames of [`crate::synthetic`] rendered as monitor images, decoded at the stations' pixels, fed to the
-//! [`Detector`] second by second, every solution shaped and graded by `hyp-core` (the code of the hyp shaper
-//! component), and the reports compared with the quakes that made them. The accuracy benchmark runs a matrix
+//! [`Detector`] second by second, every solution shaped and graded (by the hyp shaper component, or by
+//! `hyp-core`, its code, natively), and the reports compared with the quakes that made them. The accuracy benchmark runs a matrix
 //! of these; tests pin behaviours with a few.
 
 use crate::detector::{Detector, DetectorConfig, Station};
@@ -11,6 +11,7 @@ use crate::stations;
 use crate::synthetic::{Faults, Quake, frames};
 use crate::traveltime::p_seconds;
 use crate::trigger::StationPosition;
+use hyp_core::Solution;
 use std::ops::Range;
 
 /// Unix ms of frame 0.
@@ -120,9 +121,20 @@ impl Report {
     }
 }
 
+/// Shapes a solution with `hyp-core`, the code the hyp shaper component runs.
+pub fn shape_natively(solution: &Solution) -> serde_json::Value {
+    hyp_core::shape(solution).expect("a detector solution shapes")
+}
+
 /// Runs a scenario through images (render → decode at the pixels) or, with `images` false, feeds the
-/// quantised values straight to the detector. Returns every report in the order issued.
-pub fn run(scenario: &Scenario, network: &Network, images: bool) -> Vec<Report> {
+/// quantised values straight to the detector, and shapes every solution with `shape`. Returns every report in
+/// the order issued.
+pub fn run(
+    scenario: &Scenario,
+    network: &Network,
+    images: bool,
+    shape: &dyn Fn(&Solution) -> serde_json::Value,
+) -> Vec<Report> {
     let positions = network.positions();
     let frames = frames(
         &scenario.quakes,
@@ -135,8 +147,7 @@ pub fn run(scenario: &Scenario, network: &Network, images: bool) -> Vec<Report> 
     let mut reports = Vec::new();
     let mut shape = |detections: Vec<crate::detector::Detection>| {
         for detection in detections {
-            let shaped = hyp_core::shape(&detection.solution).expect("a solution shapes");
-            reports.push(Report::from_json(&shaped));
+            reports.push(Report::from_json(&shape(&detection.solution)));
         }
     };
     for (n, values) in frames.into_iter().enumerate() {
@@ -196,7 +207,7 @@ pub struct Score {
     pub false_event_ids: Vec<String>,
 }
 
-fn median(values: &mut [f64]) -> Option<f64> {
+pub(crate) fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
     }

@@ -236,7 +236,7 @@ fn on_the_network(quakes: Vec<Quake>, seconds: u64, seed: u64) -> Vec<crate::sce
         gap: None,
         seed,
     };
-    run(&scenario, &network, false)
+    run(&scenario, &network, false, &crate::scenario::shape_natively)
 }
 
 /// The public events of a run, each with its reports in order.
@@ -401,5 +401,5 @@ fn no_quake_on_the_network_no_event_despite_stuck_stations_and_spikes() {
         gap: None,
         seed: 17,
     };
-    assert!(run(&scenario, &network, true).is_empty());
+    assert!(run(&scenario, &network, true, &crate::scenario::shape_natively).is_empty());
 }

@@ -1,0 +1,27 @@
+//! The detector's accuracy benchmark (`osds_detector::accuracy`) with every solution shaped and graded by the
+//! real hyp shaper component, run by the host's Wasm runtime as `osds serve` runs it: synthetic earthquakes on
+//! the shipped K-NET/KiK-net network, rendered as monitor images, decoded, detected, shaped and scored.
+//!
+//! `cargo run --release -p osds-bench --bin osds-accuracy [-- [--values] [--reports] [NAME...]]`: `--values`
+//! feeds the values without images, `--reports` prints every report, names pick scenarios. Results are
+//! recorded in BENCHMARKS.md.
+
+use anyhow::Context;
+use osds::wasm::{Limits, Runtime, ShaperComponent};
+use osds_detector::accuracy::{Options, run_matrix};
+
+fn main() -> anyhow::Result<()> {
+    let options = Options::from_args(std::env::args().skip(1));
+    let runtime = Runtime::new(Limits::default())?;
+    let shaper = ShaperComponent::embedded(&runtime)?;
+    let name = shaper.info().identity();
+    let shape = |solution: &hyp_core::Solution| -> serde_json::Value {
+        let bytes = serde_json::to_vec(solution).expect("a solution serialises");
+        shaper
+            .shape(&bytes)
+            .and_then(|report| serde_json::from_slice(&report).context("the shaper's report"))
+            .expect("the shaper shapes a detector solution")
+    };
+    run_matrix(&options, &format!("the Wasm component {name}"), &shape);
+    Ok(())
+}
