@@ -370,14 +370,33 @@ pub async fn availability(
         return ApiError::unavailable("the service is stopping; retry after backing off")
             .into_response();
     }
-    match tokio::time::timeout(gateway.config.request_timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => {
+    match before_deadline(gateway.config.request_timeout, next.run(request)).await {
+        Some(response) => response,
+        None => {
             tracing::warn!("a request timed out before its response started");
             ApiError::unavailable("the service could not answer in time; retry after backing off")
                 .into_response()
         }
     }
+}
+
+/// `work`'s output if it is ready before `timeout` has passed, else `None`. Unlike `tokio::time::timeout`, the
+/// deadline is checked before the work is polled again: an answer that arrives after the deadline (but before
+/// the timer wheel's next millisecond tick) is late, not served.
+async fn before_deadline<T>(timeout: Duration, work: impl Future<Output = T>) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut work = std::pin::pin!(work);
+    let mut alarm = std::pin::pin!(tokio::time::sleep_until(deadline));
+    std::future::poll_fn(|cx| {
+        if tokio::time::Instant::now() >= deadline {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(output) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        alarm.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// How long a JSON answer may be reused without asking again.
@@ -468,6 +487,35 @@ pub fn compress_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Work that finishes in time is served; work whose answer comes only after the deadline is late even when
+    /// it is ready by the time anyone looks (the order is what decides, not the timer's resolution); work that
+    /// never answers ends at the deadline.
+    #[tokio::test]
+    async fn an_answer_counts_only_before_its_deadline() {
+        assert_eq!(
+            before_deadline(Duration::from_secs(60), async { 7 }).await,
+            Some(7)
+        );
+        // Pending once, after making sure 50 µs have passed, then ready at once: by its second poll the 1 µs
+        // deadline is long gone although no timer tick has come (`tokio::time::timeout` answered Some here).
+        let started = std::time::Instant::now();
+        let mut polled = false;
+        let late = std::future::poll_fn(move |cx| {
+            if polled {
+                return Poll::Ready(7);
+            }
+            polled = true;
+            while started.elapsed() < Duration::from_micros(50) {
+                std::hint::spin_loop();
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        });
+        assert_eq!(before_deadline(Duration::from_micros(1), late).await, None);
+        let never = std::future::pending::<()>();
+        assert_eq!(before_deadline(Duration::from_millis(1), never).await, None);
+    }
 
     fn gateway(config: GatewayConfig) -> Arc<Gateway> {
         Gateway::new(config, watch::channel(false).1)
