@@ -91,6 +91,16 @@ async fn only_reads_are_allowed_head_works_and_cors_exposes_the_headers() {
     );
     assert_eq!(head.headers()["etag"], get_headers["etag"]);
     assert!(head.bytes().await.unwrap().is_empty());
+    // Neither raw bytes nor JSON nor an error may be sniffed as another type.
+    assert_eq!(get_headers["x-content-type-options"], "nosniff");
+    for path in ["/events", "/no/such/path", "/events?page=0"] {
+        let response = client.get(server.url(path)).send().await.unwrap();
+        assert_eq!(
+            response.headers()["x-content-type-options"],
+            "nosniff",
+            "{path}"
+        );
+    }
     let head_json = client.head(server.url("/events")).send().await.unwrap();
     assert_eq!(head_json.status(), StatusCode::OK);
     assert!(head_json.headers().contains_key("etag"));

@@ -317,6 +317,16 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
         .await;
     assert_eq!(export["reports"], event["reports"]);
     assert!(export["exportedAt"].is_i64());
+    // `view=summary` does not change an export: it is always the full event.
+    let summary_export = contract
+        .get(
+            &server,
+            "/hyp/events/{id}/export",
+            &format!("/hyp/events/{encoded}/export?view=summary"),
+            200,
+        )
+        .await;
+    assert_eq!(summary_export["reports"], event["reports"]);
 
     // Hidden, never-confirmed and missing events are the same 404.
     let mut bodies = Vec::new();
@@ -361,7 +371,7 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
         ),
         (
             "/hyp/events/{id}/export",
-            format!("/hyp/events/{encoded}/export?view=summary"),
+            format!("/hyp/events/{encoded}/export?view=full"),
         ),
         ("/hyp/events", "/hyp/events?from=10&to=5".to_string()),
         ("/hyp/status", "/hyp/status?x=1".to_string()),

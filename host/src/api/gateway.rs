@@ -342,7 +342,7 @@ pub async fn methods(request: Request, next: Next) -> Response {
     let preflight = request
         .headers()
         .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
-    match *request.method() {
+    let mut response = match *request.method() {
         Method::GET | Method::HEAD => next.run(request).await,
         Method::OPTIONS if preflight => next.run(request).await,
         Method::OPTIONS => (StatusCode::NO_CONTENT, allow).into_response(),
@@ -357,7 +357,13 @@ pub async fn methods(request: Request, next: Next) -> Response {
             };
             (allow, error).into_response()
         }
-    }
+    };
+    // No body of ours is to be sniffed as anything but the type it declares.
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// 503 while the service stops, or when a response has not started within the request timeout.

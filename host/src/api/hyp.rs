@@ -191,21 +191,23 @@ async fn event(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let mut params = Params::parse(query.as_deref())?;
-    let view = params.take("view");
+    let summarised = summary_view(&mut params)?;
     params.finish()?;
-    let summarised = match view.as_deref() {
-        None => false,
-        Some("summary") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                "invalid_parameter",
-                format!("`view` may only be `summary`, not `{other}`"),
-            ));
-        }
-    };
     Ok(Json(Value::Object(
         event_document(&state, &id, summarised).await?,
     )))
+}
+
+/// Whether `view=summary` was asked for; any other view is a 400.
+fn summary_view(params: &mut Params) -> Result<bool, ApiError> {
+    match params.take("view").as_deref() {
+        None => Ok(false),
+        Some("summary") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(
+            "invalid_parameter",
+            format!("`view` may only be `summary`, not `{other}`"),
+        )),
+    }
 }
 
 async fn export(
@@ -213,7 +215,10 @@ async fn export(
     PathText(id): PathText,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    Params::parse(query.as_deref())?.finish()?;
+    // The export is always the full event: `view=summary` is accepted and does not change it.
+    let mut params = Params::parse(query.as_deref())?;
+    summary_view(&mut params)?;
+    params.finish()?;
     let mut event = event_document(&state, &id, false).await?;
     event.insert("exportedAt".into(), json!(now_ms()));
     Ok(Json(Value::Object(event)))
