@@ -11,7 +11,8 @@
 //! Run it with `cargo run --release -p osds-bench --bin osds-accuracy` (the real hyp shaper component) or, while
 //! working on the detector, `cargo bench -p osds-detector --bench accuracy` (its `hyp-core` code, natively).
 
-use crate::scenario::{Network, Outcome, Scenario, Setting, median, run, score};
+use crate::scenario::{Outcome, Scenario, Setting, median, run, score};
+use crate::stations::Network;
 use crate::synthetic::{Envelope, Faults, Quake};
 use hyp_core::Solution;
 use serde_json::Value;

@@ -18,7 +18,7 @@
 
 use crate::geo::{azimuth_degrees, distance_km};
 use crate::locate::{Hypocentre, Pick, Quiet, locate_near, residuals};
-use crate::magnitude::{PeakAtStation, Wave, estimate, intensity_of_pgv, pgv_cm_s};
+use crate::magnitude::{PeakAtStation, Wave, estimate, predicted_intensity};
 use crate::traveltime::{hypocentral_km, p_seconds, s_seconds};
 use crate::trigger::{StationPosition, Trigger};
 use hyp_core::{Hypocentre as SolutionHypocentre, MagnitudeEstimate, Solution, StationPick};
@@ -53,11 +53,6 @@ const PUBLISH_RMS_S: f64 = 1.0;
 /// A shallow solution from five picks or more is published without waiting for a second location to agree;
 /// a deeper one waits (a one-sided network can fit a shallow offshore quake with a deep one at first).
 const SHALLOW_KM: f64 = 150.0;
-/// A station's P-window level counts for the P magnitude this long after its P arrival, once the P wave's
-/// shaking has built up.
-const P_SETTLE_S: f64 = 2.0;
-/// …and until this long before its predicted S arrival (the S wave's first peaks must not pass for P).
-const S_MARGIN_S: f64 = 1.5;
 /// A station at or below this intensity has stopped shaking, whatever its peak.
 const DECAYED_LEVEL: f64 = -1.0;
 /// Silent stations this close to an event's centre count against trial points that would have reached them.
@@ -260,15 +255,17 @@ impl Prediction<'_> {
         }
         let within = off_p >= -tolerance && pick <= h.origin + ts + coda_seconds(ts) + tolerance;
         let level_fits = match (self.magnitude, level) {
-            (Some(m), Some(level)) => {
-                let expected =
-                    intensity_of_pgv(pgv_cm_s(m, h.depth_km, hypocentral_km(d, h.depth_km)));
-                level <= expected + LEVEL_MARGIN
-            }
+            (Some(m), Some(level)) => !shakes_beyond(h, m, d, level),
             _ => true,
         };
         (within && level_fits).then_some((Phase::Later, off_p.abs()))
     }
+}
+
+/// Whether a station `d` km from an event's epicentre shakes at `level`, more than an event of `mw` there can
+/// explain.
+fn shakes_beyond(h: &Hypocentre, mw: f64, d: f64, level: f64) -> bool {
+    level > predicted_intensity(mw, h.depth_km, hypocentral_km(d, h.depth_km)) + LEVEL_MARGIN
 }
 
 /// A closed event whose waves may still be passing.
@@ -277,6 +274,15 @@ struct Aftermath {
     h: Hypocentre,
     magnitude: Option<f64>,
     until_ms: i64,
+}
+
+impl Aftermath {
+    fn prediction(&self) -> Prediction<'_> {
+        Prediction {
+            h: &self.h,
+            magnitude: self.magnitude,
+        }
+    }
 }
 
 pub struct Detector {
@@ -375,11 +381,7 @@ impl Detector {
         let here = &self.positions[station];
         let level = self.latest[station];
         self.aftermaths.iter().any(|a| {
-            let prediction = Prediction {
-                h: &a.h,
-                magnitude: a.magnitude,
-            };
-            prediction
+            a.prediction()
                 .explains(here, pick_ms as f64 / 1000.0, level)
                 .is_some()
         })
@@ -567,13 +569,10 @@ impl Detector {
                 continue;
             }
             let young = &self.events[j];
-            let echo = self.aftermaths.iter().any(|a| {
-                let prediction = Prediction {
-                    h: &a.h,
-                    magnitude: a.magnitude,
-                };
-                majority(&self.explained_members(young, &prediction))
-            });
+            let echo = self
+                .aftermaths
+                .iter()
+                .any(|a| majority(&self.explained_members(young, &a.prediction())));
             if echo {
                 self.close(j, now_ms, None);
             }
@@ -674,12 +673,7 @@ impl Detector {
                 if let Some((h, m)) = shaking {
                     let p = &self.positions[member.station];
                     let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
-                    let expected = intensity_of_pgv(pgv_cm_s(
-                        m.value,
-                        h.depth_km,
-                        hypocentral_km(d, h.depth_km),
-                    ));
-                    if d > RELEASE_KM && v > expected + LEVEL_MARGIN {
+                    if d > RELEASE_KM && shakes_beyond(h, m.value, d, v) {
                         member.active = false;
                         released.push(member.station);
                         continue;
@@ -887,26 +881,14 @@ impl Detector {
             .map(|m| {
                 let p = &self.positions[m.station];
                 let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
-                let since = now - h.origin;
-                let wave = if since > s_seconds(d, h.depth_km) + 3.0 {
-                    Wave::S
-                } else if since >= s_seconds(d, h.depth_km) {
-                    Wave::SBuilding
-                } else if since >= p_seconds(d, h.depth_km) + P_SETTLE_S
-                    && since < s_seconds(d, h.depth_km) - S_MARGIN_S
-                {
-                    Wave::P
-                } else if since >= p_seconds(d, h.depth_km)
-                    && since < s_seconds(d, h.depth_km) - S_MARGIN_S
-                {
-                    Wave::PEarly
-                } else {
-                    Wave::Neither
-                };
                 PeakAtStation {
                     peak_intensity: m.peak,
                     hypocentral_km: hypocentral_km(d, h.depth_km),
-                    wave,
+                    wave: Wave::at(
+                        now - h.origin,
+                        p_seconds(d, h.depth_km),
+                        s_seconds(d, h.depth_km),
+                    ),
                 }
             })
             .collect();

@@ -1,6 +1,6 @@
 //! Location by grid search: at each trial hypocentre every pick implies an origin time; the score is their
-//! weighted spread (weights Rmin²/R², distances floored at 20 km) plus, while the evidence is young, a penalty for stations inside the
-//! triggered area that should already have been reached but have not triggered. Three passes around the
+//! weighted spread (weights Rmin²/R², distances floored at 20 km) plus, while the evidence is young, a penalty
+//! for stations inside the triggered area that should already have been reached but have not triggered. Three passes around the
 //! centre (the first station, or the previous solution): 0.4° within 2°, 0.1° within 0.4°, 0.04° within
 //! 0.08°. Depth is fixed at 10 km for 1–2 picks and capped at 130 km for 3–4 and 150 km for 5–7, so a shallow
 //! quake that reaches a few stations at once is not taken for a deep one; from 8 picks the search reaches the
@@ -90,6 +90,7 @@ impl Trial<'_> {
             .map(|p| distance_km(lat, lon, p.latitude, p.longitude))
             .collect();
         let reach = distances.iter().copied().fold(0.0, f64::max);
+        let nearest = distances.iter().copied().fold(f64::INFINITY, f64::min);
         // Only silent stations inside the triggered area say something: farther ones may just be too weak.
         let quiet: Vec<f64> = if self.picks.len() < NON_ARRIVAL_PICKS {
             self.quiet
@@ -102,7 +103,7 @@ impl Trial<'_> {
         };
         let mut best = (f64::INFINITY, 0.0, 0.0);
         for &depth in depths {
-            let (score, origin) = self.evaluate(&distances, &quiet, depth);
+            let (score, origin) = self.evaluate(&distances, nearest, &quiet, depth);
             if score < best.0 {
                 best = (score, depth, origin);
             }
@@ -110,11 +111,9 @@ impl Trial<'_> {
         best
     }
 
-    fn evaluate(&self, distances: &[f64], quiet: &[f64], depth: f64) -> (f64, f64) {
-        let r_min = distances
-            .iter()
-            .map(|&d| hypocentral_km(d, depth).max(WEIGHT_FLOOR_KM))
-            .fold(f64::INFINITY, f64::min);
+    /// Scores one depth; `nearest` is the smallest of `distances` (the hypocentral distance grows with it).
+    fn evaluate(&self, distances: &[f64], nearest: f64, quiet: &[f64], depth: f64) -> (f64, f64) {
+        let r_min = hypocentral_km(nearest, depth).max(WEIGHT_FLOOR_KM);
         // Times relative to the first pick, so the sums of squares keep their precision (picks are Unix seconds).
         let reference = self.picks[0].at;
         let (mut total, mut sum, mut sum_sq) = (0.0, 0.0, 0.0);

@@ -31,6 +31,11 @@ pub fn intensity_of_pgv(pgv: f64) -> f64 {
     2.68 + 1.72 * pgv.log10()
 }
 
+/// The realtime intensity an event of `mw` at `depth_km` causes at hypocentral distance `r_km`.
+pub fn predicted_intensity(mw: f64, depth_km: f64, r_km: f64) -> f64 {
+    intensity_of_pgv(pgv_cm_s(mw, depth_km, r_km))
+}
+
 /// PGV of a realtime intensity.
 pub fn pgv_of_intensity(intensity: f64) -> f64 {
     10f64.powf((intensity - 2.68) / 1.72)
@@ -65,6 +70,14 @@ const CLIPPED: f64 = 6.95;
 /// Peaks at or below this are too close to the noise to say anything.
 const FLOOR: f64 = -0.5;
 
+/// A station's P-window level counts for the P magnitude this long after its P arrival, once the P wave's
+/// shaking has built up…
+const P_SETTLE_S: f64 = 2.0;
+/// …and until this long before its predicted S arrival (the S wave's first peaks must not pass for P).
+const S_MARGIN_S: f64 = 1.5;
+/// A station's peak is its S peak this long after the S arrival.
+const S_BUILD_S: f64 = 3.0;
+
 /// Which wave a station's peak so far belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wave {
@@ -78,6 +91,26 @@ pub enum Wave {
     S,
     /// Neither yet, or the S wave is still building.
     Neither,
+}
+
+impl Wave {
+    /// The wave a station shows `since` seconds after the origin, its P and S arriving `tp` and `ts` seconds
+    /// after it.
+    pub fn at(since: f64, tp: f64, ts: f64) -> Wave {
+        if since > ts + S_BUILD_S {
+            Wave::S
+        } else if since >= ts {
+            Wave::SBuilding
+        } else if since >= ts - S_MARGIN_S {
+            Wave::Neither
+        } else if since >= tp + P_SETTLE_S {
+            Wave::P
+        } else if since >= tp {
+            Wave::PEarly
+        } else {
+            Wave::Neither
+        }
+    }
 }
 
 /// One station's contribution.
@@ -159,7 +192,7 @@ fn by_wave(
     let misfit = |mw: f64| {
         let mut residuals: Vec<f64> = chosen
             .iter()
-            .map(|p| p.peak_intensity - intensity_of_pgv(pgv_cm_s(mw, depth_km, p.hypocentral_km)))
+            .map(|p| p.peak_intensity - predicted_intensity(mw, depth_km, p.hypocentral_km))
             .collect();
         median(&mut residuals)
     };

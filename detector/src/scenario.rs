@@ -4,47 +4,17 @@
 //! `hyp-core`, its code, natively), and the reports compared with the quakes that made them. The accuracy benchmark runs a matrix
 //! of these; tests pin behaviours with a few.
 
-use crate::detector::{Detector, DetectorConfig, Station};
+use crate::detector::{Detector, DetectorConfig};
 use crate::geo::distance_km;
 use crate::kmoni::{self, Image, SURFACE_INTENSITY};
-use crate::stations;
+use crate::stations::Network;
 use crate::synthetic::{Faults, Quake, frames};
 use crate::traveltime::p_seconds;
-use crate::trigger::StationPosition;
 use hyp_core::Solution;
 use std::ops::Range;
 
 /// Unix ms of frame 0.
 pub const START_MS: i64 = 1_700_000_000_000;
-
-/// Stations with their pixels on the monitor images.
-#[derive(Debug, Clone)]
-pub struct Network {
-    pub stations: Vec<Station>,
-    pub pixels: Vec<(u32, u32)>,
-}
-
-impl Network {
-    /// The usable stations of the shipped K-NET/KiK-net table.
-    pub fn shipped() -> Network {
-        let (stations, pixels) = stations::shipped()
-            .iter()
-            .filter(|s| s.usable())
-            .filter_map(|s| Some((s.to_station(), s.pixel?)))
-            .unzip();
-        Network { stations, pixels }
-    }
-
-    pub fn positions(&self) -> Vec<StationPosition> {
-        self.stations
-            .iter()
-            .map(|s| StationPosition {
-                latitude: s.latitude,
-                longitude: s.longitude,
-            })
-            .collect()
-    }
-}
 
 /// Where a scenario's main quake is, for the targets that differ by setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 
 use crate::csv::{Csv, number};
 use crate::detector::Station;
+use crate::trigger::StationPosition;
 use anyhow::Context;
 use std::path::Path;
 
@@ -90,6 +91,40 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<TableStation>> {
             row().with_context(|| format!("station table line {line}"))
         })
         .collect()
+}
+
+/// The stations the detector uses and their pixels on the monitor images.
+#[derive(Debug, Clone, Default)]
+pub struct Network {
+    pub stations: Vec<Station>,
+    pub pixels: Vec<(u32, u32)>,
+}
+
+impl Network {
+    /// The usable rows of a table (in service, with a pixel).
+    pub fn from_table(table: &[TableStation]) -> Network {
+        let (stations, pixels) = table
+            .iter()
+            .filter(|row| row.usable())
+            .filter_map(|row| Some((row.to_station(), row.pixel?)))
+            .unzip();
+        Network { stations, pixels }
+    }
+
+    /// The usable stations of the shipped K-NET/KiK-net table.
+    pub fn shipped() -> Network {
+        Network::from_table(&shipped())
+    }
+
+    pub fn positions(&self) -> Vec<StationPosition> {
+        self.stations
+            .iter()
+            .map(|s| StationPosition {
+                latitude: s.latitude,
+                longitude: s.longitude,
+            })
+            .collect()
+    }
 }
 
 /// The shipped table: NIED K-NET/KiK-net stations, pixels matched by KyoshinEewViewer for ingen (MIT).

@@ -5,7 +5,7 @@
 //! dropouts, stuck stations, lone spikes.
 
 use crate::geo::{destination, distance_km};
-use crate::magnitude::{intensity_of_pgv, pgv_cm_s};
+use crate::magnitude::predicted_intensity;
 use crate::rng::Rng;
 use crate::traveltime::{hypocentral_km, p_seconds, s_seconds};
 use crate::trigger::StationPosition;
@@ -76,7 +76,7 @@ pub fn peak_intensity(quake: &Quake, station: &StationPosition) -> f64 {
         station.longitude,
     );
     let r = hypocentral_km(epicentral, quake.depth_km);
-    intensity_of_pgv(pgv_cm_s(quake.mw, quake.depth_km, r)).min(7.0)
+    predicted_intensity(quake.mw, quake.depth_km, r).min(7.0)
 }
 
 /// How realtime intensity builds and fades at a station: the P window runs `p_contrast` below the S peak and

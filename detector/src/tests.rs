@@ -1,4 +1,4 @@
-//! The stages together on synthetic earthquakes with known truth (targets from `../shared/hyp.md`):
+//! The stages together on synthetic earthquakes with known truth (the method: `docs/self-sensing.md`):
 //! epicentre within 20 km inland and 50 km offshore, depth within 20 km once 5 stations, |ΔM| ≤ 0.5; a stuck
 //! station and a lone spike trigger nothing; the same seed gives the same frames, and the same frames the same
 //! solutions.
@@ -220,7 +220,8 @@ fn the_detector_gives_the_same_solutions_for_the_same_frames() {
 /// The real network (the shipped K-NET/KiK-net table) with every station's timing offset (±0.3 s) and site
 /// term, 2 % dropouts: one scenario's reports, values fed directly (the image path has its own tests).
 fn on_the_network(quakes: Vec<Quake>, seconds: u64, seed: u64) -> Vec<crate::scenario::Report> {
-    use crate::scenario::{Network, Scenario, Setting, run};
+    use crate::scenario::{Scenario, Setting, run};
+    use crate::stations::Network;
     let network = Network::shipped();
     let faults = Faults {
         dropout: 0.02,
@@ -383,7 +384,8 @@ fn a_well_recorded_inland_quake_reaches_grade_a_or_s() {
 /// No quake on the whole network: stuck stations, lone spikes and dropouts make no event.
 #[test]
 fn no_quake_on_the_network_no_event_despite_stuck_stations_and_spikes() {
-    use crate::scenario::{Network, Scenario, Setting, run};
+    use crate::scenario::{Scenario, Setting, run};
+    use crate::stations::Network;
     let network = Network::shipped();
     let faults = Faults {
         stuck: vec![(100, 4.0), (700, 3.2)],

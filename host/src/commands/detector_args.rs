@@ -2,9 +2,9 @@
 //! (which reads the same images and station table).
 
 use crate::hyp::kmoni::{self, Layer, SURFACE_INTENSITY};
-use crate::hyp::runner::Network;
 use crate::hyp::source::{KmoniFetcher, Schedule};
 use crate::hyp::stations;
+use crate::hyp::stations::Network;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Duration;

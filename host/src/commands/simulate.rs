@@ -2,13 +2,14 @@
 //! are rendered as monitor-layout GIFs and served over a local HTTP server in the kmoni layout; the real
 //! fetcher reads them, the detector runs, the shaper component shapes, the archive stores, and each report is
 //! printed as it is issued. With `--serve-images` it is only the image server, in real time, for an
-//! `osds serve --hyp-source kmoni` to follow. The scenarios are modelled on the anchor earthquakes of
-//! `../shared/hyp.md`.
+//! `osds serve --hyp-source kmoni` to follow. The scenarios are modelled on real earthquakes (JMA catalogue
+//! hypocentres: Noto 2024, Iburi 2018, Kumamoto 2016, Fukushima-oki 2022).
 
 use crate::hyp::detector::Station;
 use crate::hyp::kmoni::{self, Layer, SURFACE_INTENSITY};
-use crate::hyp::runner::{Network, Runner};
+use crate::hyp::runner::Runner;
 use crate::hyp::source::Schedule;
+use crate::hyp::stations::Network;
 use crate::hyp::synthetic::{Faults, Quake, frames, grid_network};
 use crate::store;
 use crate::time::now_ms;
@@ -246,14 +247,7 @@ type Rendered = (i64, Layer, Vec<u8>);
 
 /// Renders every frame of the scenario as monitor-layout GIFs (frames inside the scenario's gap are not).
 fn render_images(setup: &Setup, network: &Network, args: &SimulateArgs) -> Vec<Rendered> {
-    let positions: Vec<_> = network
-        .stations
-        .iter()
-        .map(|s| crate::hyp::trigger::StationPosition {
-            latitude: s.latitude,
-            longitude: s.longitude,
-        })
-        .collect();
+    let positions = network.positions();
     let frames = frames(
         &setup.quakes,
         &positions,
@@ -356,7 +350,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(args.scenario);
     let network = match args.network {
         SimulatedNetwork::Synthetic => network(&setup.stations),
-        SimulatedNetwork::Shipped => Network::from_table(&crate::hyp::stations::shipped()),
+        SimulatedNetwork::Shipped => Network::shipped(),
     };
     if let Some(path) = &args.write_stations {
         std::fs::write(path, station_table(&network))

@@ -4,8 +4,9 @@
 //! live, is added marked `recovered`. Reports are never touched and nothing here feeds live detection.
 
 use super::kmoni::{Image, Layer};
-use super::runner::{Network, station_metric};
+use super::runner::station_metric;
 use super::source::{KmoniFetcher, SourceFrame};
+use super::stations::Network;
 use crate::store::{FrameArchive, StationMetric, Store, Writer};
 use crate::time::now_ms;
 use anyhow::Context;

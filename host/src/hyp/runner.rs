@@ -6,7 +6,7 @@
 use super::detector::{Detection, Detector, DetectorConfig, Station};
 use super::kmoni::{Image, Layer, SURFACE_INTENSITY};
 use super::source::{FrameSource, SourceFrame};
-use super::stations::TableStation;
+use super::stations::Network;
 use crate::components::SharedShaper;
 use crate::store::{FrameArchive, HypReportInput, StationMetric, Store, Writer};
 use crate::time::now_ms;
@@ -24,27 +24,6 @@ const STATE_EVERY_MS: i64 = 5_000;
 const PRUNE_EVERY_MS: i64 = 60_000;
 /// Recent errors kept in the state.
 const RECENT_ERRORS: usize = 10;
-
-/// The stations the detector uses and their pixels on the images.
-#[derive(Debug, Clone, Default)]
-pub struct Network {
-    pub stations: Vec<Station>,
-    pub pixels: Vec<(u32, u32)>,
-}
-
-impl Network {
-    /// The usable rows of an operator's table (in service, with a pixel).
-    pub fn from_table(table: &[TableStation]) -> Network {
-        let mut network = Network::default();
-        for row in table.iter().filter(|r| r.usable()) {
-            if let Some(pixel) = row.pixel {
-                network.stations.push(row.to_station());
-                network.pixels.push(pixel);
-            }
-        }
-        network
-    }
-}
 
 /// The recorder's settings.
 pub struct Recorder {
