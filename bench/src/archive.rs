@@ -1,12 +1,12 @@
 //! A large archive, and what it costs to serve: a generator that writes N report versions (default 1,000,000)
-//! into a fresh SQLite archive through the host's own single writer (`osds::store`, the schema and statements
+//! into a fresh SQLite archive through the host's own single writer (`osds_store`, the schema and statements
 //! the service uses), then `osds serve --no-ingest` on it (time to the first 200 of `/api/v1/status`, memory at
 //! rest) and query throughput measured by `wrk` as a separate process, against Datasette serving the same file.
 
 use crate::proc_memory;
 use anyhow::{Context, Result, bail};
 use futures_util::{StreamExt, TryStreamExt};
-use osds::store::{Incoming, UnitKind, UnitRecord};
+use osds_store::{Incoming, UnitKind, UnitRecord};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -49,11 +49,11 @@ pub fn decoded_incoming(
         Ok(wolfx_core::Decoded::Report(report)) => report,
         other => bail!("generated frame does not decode: {other:?}\n{text}"),
     };
-    let canonical = osds::frame::canonical_without_type(text.as_bytes())
+    let canonical = osds_runtime::units::canonical_without_type(text.as_bytes())
         .context("canonical JSON of a generated frame")?;
     Ok(Incoming {
         session_id: session,
-        received_at: osds::time::now_rfc3339(),
+        received_at: osds_time::now_rfc3339(),
         frame: text.into_bytes(),
         marker: "websocket-push",
         units: vec![UnitRecord {
@@ -106,7 +106,7 @@ fn frame(event: u64, revision: u64) -> (String, &'static wolfx_core::Channel) {
 fn beijing(unix: i64) -> String {
     chrono::DateTime::from_timestamp(unix, 0)
         .unwrap_or_default()
-        .with_timezone(&osds::time::beijing())
+        .with_timezone(&osds_time::beijing())
         .format("%Y-%m-%d %H:%M:%S")
         .to_string()
 }
@@ -122,7 +122,7 @@ pub async fn generate(path: &Path, versions: u64) -> Result<f64> {
         }
     }
     let url = format!("sqlite://{}", path.display());
-    let (store, mut writer) = osds::store::open(&url).await?;
+    let (store, mut writer) = osds_store::open(&url).await?;
     let session = writer
         .open_session("/all_eew", "redundant", "ws://osds-bench.invalid/all_eew")
         .await?;
@@ -172,7 +172,7 @@ async fn existing_versions(path: &Path) -> Option<u64> {
     if !path.is_file() {
         return None;
     }
-    let (store, writer) = osds::store::open(&format!("sqlite://{}", path.display()))
+    let (store, writer) = osds_store::open(&format!("sqlite://{}", path.display()))
         .await
         .ok()?;
     drop(writer);

@@ -1,4 +1,4 @@
-//! Where the time goes, measured in-process on the host library's own read path (`osds::store::Store`), to
+//! Where the time goes, measured in-process on the host library's own read path (`osds_store::Store`), to
 //! explain the end-to-end numbers:
 //! - `feed-reads`: every live subscriber reads each new report from the archive itself (`Feed::next` →
 //!   `Store::reports_after`). N concurrent `reports_after` calls, as N subscribers make after one commit, take
@@ -8,7 +8,7 @@
 //!   and its size.
 
 use anyhow::{Context, Result};
-use osds::store::Incoming;
+use osds_store::Incoming;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -21,12 +21,12 @@ fn cq_incoming(session: i64, tag: &str, n: u64) -> Result<Incoming> {
 async fn fresh_archive(
     root: &Path,
     name: &str,
-) -> Result<(PathBuf, osds::store::Store, osds::store::Writer, i64)> {
+) -> Result<(PathBuf, osds_store::Store, osds_store::Writer, i64)> {
     let dir = root.join(format!("osds-bench-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let url = format!("sqlite://{}", dir.join("osds.db").display());
-    let (store, mut writer) = osds::store::open(&url).await?;
+    let (store, mut writer) = osds_store::open(&url).await?;
     let session = writer
         .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
         .await?;
@@ -45,8 +45,8 @@ pub struct PushPath {
 
 pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
     let (dir, store, mut writer, session) = fresh_archive(root, "push-path").await?;
-    let runtime = osds::wasm::Runtime::new(osds::wasm::Limits::default())?;
-    let decoders = osds::decoders::DecoderSet::embedded(&runtime)?;
+    let runtime = osds_runtime::Runtime::new(osds_runtime::Limits::default())?;
+    let decoders = osds_runtime::decoders::DecoderSet::embedded(&runtime)?;
     let cq = decoders
         .for_tag("cq_eew")
         .context("no embedded cq decoder")?
@@ -139,7 +139,7 @@ pub struct PageCost {
 
 /// `pages` random `reports_after(after, 1000)` on the archive at `db`, then their serialisation.
 pub async fn page_cost(db: &Path, versions: u64, pages: usize) -> Result<PageCost> {
-    let (store, writer) = osds::store::open(&format!("sqlite://{}", db.display())).await?;
+    let (store, writer) = osds_store::open(&format!("sqlite://{}", db.display())).await?;
     drop(writer);
     let (mut read, mut serialize, mut bytes) = (Duration::ZERO, Duration::ZERO, 0_usize);
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;

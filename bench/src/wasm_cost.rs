@@ -1,11 +1,11 @@
-//! Wasm cost: the same decoder called as a component, the way the host calls it (`osds::wasm` runtime,
+//! Wasm cost: the same decoder called as a component, the way the host calls it (`osds_runtime` runtime,
 //! the decoders embedded in the binary, warm instances reused between frames under the memory limit and the
 //! epoch deadline), and compiled natively (`wolfx-core`, the library every decoder component wraps), on the same frames.
 
 use crate::{Summary, summarize};
 use anyhow::{Context, Result, bail};
-use osds::decoders::DecoderSet;
-use osds::wasm::{Limits, Runtime};
+use osds_runtime::decoders::DecoderSet;
+use osds_runtime::{Limits, Runtime};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

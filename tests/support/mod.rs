@@ -17,7 +17,7 @@ pub fn osds() -> Command {
 
 /// The workspace's `tests/` folder.
 pub fn tests_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests")
 }
 
 /// Upstream `type` tag of a fixture folder's channel.

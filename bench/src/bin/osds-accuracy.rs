@@ -7,8 +7,8 @@
 //! recorded in BENCHMARKS.md.
 
 use anyhow::Context;
-use osds::wasm::{Limits, Runtime, ShaperComponent};
 use osds_detector::accuracy::{Options, run_matrix};
+use osds_runtime::{Limits, Runtime, ShaperComponent};
 
 fn main() -> anyhow::Result<()> {
     let options = Options::from_args(std::env::args().skip(1));

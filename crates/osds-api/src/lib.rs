@@ -1,0 +1,21 @@
+//! The public HTTP surface under `/api/v1`: the [`router`] with the [`gateway`]'s layers, the handlers of the
+//! archive ([`eew`]) and of self-sensing ([`hyp`]), live delivery ([`live`]) over the shared [`wire`] format and
+//! the report cache ([`recent`]), and the connections it accepts ([`listener`], [`socket`], [`tls`]).
+
+mod eew;
+pub mod error;
+pub mod gateway;
+mod hyp;
+pub mod listener;
+pub mod live;
+pub mod params;
+pub mod recent;
+pub mod router;
+pub mod socket;
+pub mod state;
+pub mod tls;
+pub mod upstream;
+pub mod wire;
+
+pub use router::router;
+pub use state::AppState;

@@ -1,0 +1,150 @@
+//! What `/stream` and `/ws` share about a consumer: its starting cursor and feed, its `ready` and `status`
+//! messages, the reason its connection's lifetime ended, and its timed duties.
+
+use super::config::LiveConfig;
+use super::feed::Feed;
+use crate::error::ApiError;
+use crate::params::{MAX_SAFE_INTEGER, Params, parse_int};
+use crate::state::AppState;
+use axum::http::HeaderMap;
+use osds_time::now_rfc3339;
+use serde_json::{Value, json};
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::time::{Instant, Sleep, sleep_until};
+
+/// Subscribes to commits, then fixes the starting cursor: `after`, or the current horizon (no history).
+pub(super) fn start_feed(state: &AppState, after: Option<i64>) -> Feed {
+    Feed::new(
+        state.store.clone(),
+        state.recent.clone(),
+        state.high_water.clone(),
+        after,
+        state.live_config.replay_rate,
+    )
+}
+
+/// The cursor a consumer asked for: `after` beats `Last-Event-ID` (digits only); neither means no history.
+pub(super) fn requested_cursor(
+    query: Option<&str>,
+    headers: Option<&HeaderMap>,
+) -> Result<Option<i64>, ApiError> {
+    let mut params = Params::parse(query)?;
+    let after = params.int("after", 0..=MAX_SAFE_INTEGER)?;
+    params.finish()?;
+    if after.is_some() {
+        return Ok(after);
+    }
+    let Some(value) = headers.and_then(|h| h.get("last-event-id")) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or("\u{fffd}").trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    if !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::bad_request(
+            "invalid_last_event_id",
+            "the Last-Event-ID header must be a report id (digits only)",
+        ));
+    }
+    parse_int("Last-Event-ID", text, 0..=MAX_SAFE_INTEGER).map(Some)
+}
+
+pub(super) fn ready_message(feed: &Feed) -> Value {
+    json!({
+        "type": "ready",
+        "cursor": feed.cursor(),
+        "highWater": feed.horizon(),
+        "replaying": feed.replaying(),
+        "serverTime": now_rfc3339(),
+    })
+}
+
+pub(super) fn status_message(state: &AppState) -> Value {
+    json!({
+        "type": "status",
+        "serverTime": now_rfc3339(),
+        "highWater": *state.high_water.borrow(),
+        "sources": state.upstream.source_states(),
+    })
+}
+
+pub(super) fn lifetime_reason(cursor: i64) -> String {
+    format!("connection lifetime reached; resume after report id {cursor}")
+}
+
+/// The timed duties of one connection (status messages, keep-alives, its lifetime) as deadlines, served by one
+/// timer: a connection that woke for a report used to poll a timer per duty before sleeping again.
+pub(super) struct Duties {
+    status_every: Duration,
+    keepalive_every: Duration,
+    next_status: Instant,
+    next_keepalive: Instant,
+    end: Option<Instant>,
+    /// Set for the earliest deadline.
+    timer: Pin<Box<Sleep>>,
+}
+
+/// What [`Duties::due`] found due.
+#[derive(Default)]
+pub(super) struct Due {
+    pub(super) status: bool,
+    pub(super) keepalive: bool,
+    pub(super) lifetime: bool,
+}
+
+impl Duties {
+    pub(super) fn new(config: &LiveConfig) -> Duties {
+        let now = Instant::now();
+        let mut duties = Duties {
+            status_every: config.status_interval,
+            keepalive_every: config.keepalive_interval,
+            next_status: now + config.status_interval,
+            next_keepalive: now + config.keepalive_interval,
+            end: config.max_connection.map(|d| now + d),
+            timer: Box::pin(sleep_until(now)),
+        };
+        let first = duties.earliest();
+        duties.timer.as_mut().reset(first);
+        duties
+    }
+
+    fn earliest(&self) -> Instant {
+        let periodic = self.next_status.min(self.next_keepalive);
+        self.end.map_or(periodic, |end| end.min(periodic))
+    }
+
+    /// What is due now. Looked at before each wait, so a feed that is ready on every turn cannot starve the
+    /// duties. A periodic duty found due is next due one interval later (a late one is not made up for).
+    pub(super) fn due(&mut self) -> Due {
+        let mut now = Instant::now();
+        // A timer that fired counts as its deadline reached, whatever the clock read since.
+        if self.timer.is_elapsed() {
+            now = now.max(self.timer.deadline());
+        }
+        if now < self.earliest() {
+            return Due::default();
+        }
+        let mut due = Due {
+            lifetime: self.end.is_some_and(|end| now >= end),
+            ..Due::default()
+        };
+        if now >= self.next_status {
+            due.status = true;
+            self.next_status = now + self.status_every;
+        }
+        if now >= self.next_keepalive {
+            due.keepalive = true;
+            self.next_keepalive = now + self.keepalive_every;
+        }
+        let next = self.earliest();
+        self.timer.as_mut().reset(next);
+        due
+    }
+
+    /// Resolves once the earliest deadline has passed.
+    pub(super) async fn elapsed(&mut self) {
+        self.timer.as_mut().await
+    }
+}

@@ -1,0 +1,153 @@
+//! [`Feed`]: the reports after a cursor, in id order, the mechanism under `/stream`, `/ws` and the hub.
+
+use crate::recent::RecentReports;
+use crate::socket::{Kind, Tap};
+use crate::wire::Rendered;
+use osds_store::Store;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until};
+
+/// Most reports read in one query once the backlog is replayed.
+const LIVE_BATCH: i64 = 1000;
+
+/// The reports after one consumer's cursor, in id order: from the shared ring of recent reports when it covers
+/// the cursor, else from the database.
+pub struct Feed {
+    store: Store,
+    recent: Arc<RecentReports>,
+    high_water: watch::Receiver<i64>,
+    cursor: i64,
+    /// Ids up to here existed when the consumer connected: they are the backlog, replayed at the paced rate.
+    replay_until: i64,
+    batch: i64,
+    pace: Duration,
+    next_batch_at: Instant,
+    /// The cursor before the batch last returned.
+    before_batch: i64,
+    /// The consumer's socket, lent to the hub whenever the feed is caught up.
+    lend: Option<(Arc<Tap>, Kind)>,
+}
+
+impl Feed {
+    pub fn new(
+        store: Store,
+        recent: Arc<RecentReports>,
+        mut high_water: watch::Receiver<i64>,
+        after: Option<i64>,
+        replay_rate: f64,
+    ) -> Feed {
+        let horizon = *high_water.borrow_and_update();
+        let rate = replay_rate.max(1.0);
+        // Ten batches a second keep the pace smooth without a query per report.
+        let batch = (rate / 10.0).ceil().max(1.0);
+        let cursor = after.unwrap_or(horizon);
+        Feed {
+            store,
+            recent,
+            high_water,
+            cursor,
+            replay_until: horizon,
+            batch: batch as i64,
+            pace: Duration::from_secs_f64(batch / rate),
+            next_batch_at: Instant::now(),
+            before_batch: cursor,
+            lend: None,
+        }
+    }
+
+    /// Lends the consumer's socket, registered with the hub, to the hub whenever the feed is caught up (see
+    /// `socket.rs`): the reports the hub writes move the cursor without passing through [`Feed::next`].
+    pub fn lend_when_caught_up(&mut self, tap: Arc<Tap>, kind: Kind) {
+        self.lend = Some((tap, kind));
+    }
+
+    /// The last report id sent: returned by [`Feed::next`] or written by the hub.
+    pub fn cursor(&self) -> i64 {
+        self.cursor
+    }
+
+    /// The cursor before the batch [`Feed::next`] returned last.
+    pub fn before_batch(&self) -> i64 {
+        self.before_batch
+    }
+
+    pub fn horizon(&self) -> i64 {
+        *self.high_water.borrow()
+    }
+
+    pub fn replaying(&self) -> bool {
+        self.cursor < self.replay_until
+    }
+
+    /// The next reports after the cursor, waiting for a commit when there are none. Cancel-safe: the cursor
+    /// moves only when a batch is returned.
+    pub async fn next(&mut self) -> anyhow::Result<Vec<Arc<Rendered>>> {
+        loop {
+            let horizon = *self.high_water.borrow_and_update();
+            if self.cursor < horizon {
+                let replaying = self.replaying();
+                if replaying {
+                    sleep_until(self.next_batch_at).await;
+                }
+                let limit = if replaying { self.batch } else { LIVE_BATCH };
+                let page = match self
+                    .recent
+                    .after(self.cursor, horizon, limit as usize)
+                    .await?
+                {
+                    Some(page) => page,
+                    None => self
+                        .store
+                        .reports_after(self.cursor, limit)
+                        .await?
+                        .items
+                        .into_iter()
+                        .map(|r| Arc::new(Rendered::new(r)))
+                        .collect(),
+                };
+                if replaying {
+                    self.next_batch_at = Instant::now() + self.pace;
+                }
+                if let Some(last) = page.last() {
+                    self.before_batch = self.cursor;
+                    self.cursor = last.id;
+                    return Ok(page);
+                }
+            }
+            if let Some((tap, kind)) = &self.lend
+                && tap.lend(*kind, self.cursor)
+            {
+                let lent = Lent {
+                    tap,
+                    from: self.cursor,
+                    cursor: &mut self.cursor,
+                };
+                // A commit published before the socket was lent may have been passed over by the hub.
+                if *self.high_water.borrow() <= lent.from {
+                    std::future::poll_fn(|cx| tap.poll_given_back(cx)).await;
+                }
+                continue;
+            }
+            if self.high_water.changed().await.is_err() {
+                // The archive writer is gone: nothing new can commit.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// A socket lent to the hub for as long as this lives (a cancelled wait takes it back too); the cursor moves
+/// past what the hub wrote when it comes back.
+struct Lent<'a> {
+    tap: &'a Tap,
+    cursor: &'a mut i64,
+    from: i64,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        *self.cursor = (*self.cursor).max(self.tap.take_back());
+    }
+}

@@ -1,0 +1,133 @@
+//! The reports committed lately, read from the archive once and rendered once for every live consumer. Without
+//! it each of N subscribers ran its own query and re-serialised the same report after every commit; with it a
+//! commit costs one read, and each consumer copies the ready text. Only committed reports enter (the reader
+//! never reads past the published horizon), in id order, and the ring knows exactly which id range it covers,
+//! so a consumer whose cursor lies inside that range gets every later report from it, gap-free; one whose
+//! cursor is older reads the archive as before.
+
+use crate::wire::Rendered;
+use osds_store::Store;
+use std::collections::VecDeque;
+use std::sync::{Arc, RwLock};
+use tokio::sync::watch;
+
+/// Reports kept: enough for any consumer that keeps up, small enough to be cheap (~2 kB each).
+const CAPACITY: usize = 4096;
+/// Reports read per query while filling.
+const READ_BATCH: i64 = 1000;
+
+#[derive(Default)]
+struct Ring {
+    /// Every committed report with `covered_after < id <= upto` is in `entries`, in id order.
+    covered_after: i64,
+    upto: i64,
+    entries: VecDeque<Arc<Rendered>>,
+}
+
+pub struct RecentReports {
+    store: Store,
+    ring: RwLock<Ring>,
+    /// Held by the one consumer that reads the archive into the ring.
+    filling: tokio::sync::Mutex<()>,
+    /// Counts finished fills (successful or not), so consumers that found a fill under way all wake at once
+    /// when it ends instead of queueing on `filling` one after another.
+    fills_done: watch::Sender<u64>,
+}
+
+impl RecentReports {
+    /// An empty ring that starts covering at `high_water` (the horizon at start: later commits enter).
+    pub fn new(store: Store, high_water: i64) -> RecentReports {
+        RecentReports {
+            store,
+            ring: RwLock::new(Ring {
+                covered_after: high_water,
+                upto: high_water,
+                entries: VecDeque::new(),
+            }),
+            filling: tokio::sync::Mutex::new(()),
+            fills_done: watch::Sender::new(0),
+        }
+    }
+
+    /// Up to `limit` reports after `cursor`, or `None` when the ring does not cover the cursor (the caller
+    /// reads the archive). `horizon` is a committed horizon; the ring is filled up to it first, by one consumer
+    /// for all.
+    pub async fn after(
+        &self,
+        cursor: i64,
+        horizon: i64,
+        limit: usize,
+    ) -> anyhow::Result<Option<Vec<Arc<Rendered>>>> {
+        if self.read().covered_after > cursor {
+            return Ok(None);
+        }
+        self.fill(horizon).await?;
+        let ring = self.read();
+        if ring.covered_after > cursor {
+            return Ok(None);
+        }
+        let start = ring.entries.partition_point(|r| r.id <= cursor);
+        Ok(Some(
+            ring.entries.range(start..).take(limit).cloned().collect(),
+        ))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Ring> {
+        self.ring
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Makes the ring reach `horizon`: reads the archive if no one else is, else waits for that reader.
+    async fn fill(&self, horizon: i64) -> anyhow::Result<()> {
+        if self.read().upto >= horizon {
+            return Ok(());
+        }
+        loop {
+            // Subscribed before looking, so a fill that ends from here on wakes this consumer.
+            let mut done = self.fills_done.subscribe();
+            if self.read().upto >= horizon {
+                return Ok(());
+            }
+            match self.filling.try_lock() {
+                Ok(guard) => {
+                    let filled = self.read_into_ring(horizon).await;
+                    drop(guard);
+                    self.fills_done.send_modify(|n| *n = n.wrapping_add(1));
+                    return filled;
+                }
+                Err(_) => {
+                    // The sender lives as long as `self`.
+                    let _ = done.changed().await;
+                }
+            }
+        }
+    }
+
+    async fn read_into_ring(&self, horizon: i64) -> anyhow::Result<()> {
+        loop {
+            let upto = self.read().upto;
+            if upto >= horizon {
+                return Ok(());
+            }
+            let items = self
+                .store
+                .reports_between(upto, horizon, READ_BATCH)
+                .await?;
+            // Everything up to the horizon was read, unless the batch was full.
+            let reached = match items.last() {
+                Some(last) if items.len() as i64 == READ_BATCH => last.id,
+                _ => horizon,
+            };
+            let rendered = items.into_iter().map(|r| Arc::new(Rendered::new(r)));
+            let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
+            ring.entries.extend(rendered);
+            ring.upto = reached;
+            while ring.entries.len() > CAPACITY {
+                if let Some(gone) = ring.entries.pop_front() {
+                    ring.covered_after = gone.id;
+                }
+            }
+        }
+    }
+}

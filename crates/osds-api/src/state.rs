@@ -1,0 +1,34 @@
+//! What every handler can reach.
+
+use crate::live::config::LiveConfig;
+use crate::live::hub::Hub;
+use crate::recent::RecentReports;
+use crate::upstream::Upstream;
+use osds_runtime::{SharedDecoders, SharedShaper};
+use osds_store::{BackupSettings, Store};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// The handlers' shared state.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    /// The upstream connection board that ingestion keeps.
+    pub upstream: Arc<dyn Upstream>,
+    pub decoders: SharedDecoders,
+    /// The commit horizon published by the archive writer.
+    pub high_water: watch::Receiver<i64>,
+    pub live_config: LiveConfig,
+    /// Becomes true when the service stops: live connections close so shutdown does not wait on them.
+    pub shutdown: watch::Receiver<bool>,
+    /// Where backups are kept and how often they are taken; `/status` lists the directory.
+    pub backups: Arc<BackupSettings>,
+    /// The hyp report shaper in service; `/hyp/status` names it.
+    pub shaper: SharedShaper,
+    /// Recently committed reports, read and rendered once for all live consumers.
+    pub recent: Arc<RecentReports>,
+    /// Writes new reports to the sockets of caught-up live consumers.
+    pub hub: Arc<Hub>,
+    /// SSE streams that took their connections from hyper; a shutdown waits for them as for connections.
+    pub live_streams: tokio_util::task::TaskTracker,
+}

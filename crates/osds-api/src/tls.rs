@@ -1,0 +1,94 @@
+//! Optional TLS in the service itself (rustls), so `https://` and `wss://` work without a proxy in front.
+
+use anyhow::Context;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+/// A handshake that has not finished by then is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Finished handshakes waiting for the server to take them.
+const ACCEPT_QUEUE: usize = 256;
+
+/// Reads a PEM certificate chain and private key.
+pub fn acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("read TLS certificate {}", cert.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("parse TLS certificate {}", cert.display()))?;
+    anyhow::ensure!(!chain.is_empty(), "no certificate in {}", cert.display());
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("read TLS private key {}", key.display()))?;
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("TLS certificate and key do not fit together")?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Accepts TCP connections and hands over those whose TLS handshake succeeded; a slow or failed handshake
+/// never holds up the others.
+pub struct TlsListener {
+    accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+}
+
+impl TlsListener {
+    pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<TlsListener> {
+        let local = tcp.local_addr()?;
+        let (handover, accepted) = mpsc::channel(ACCEPT_QUEUE);
+        tokio::spawn(async move {
+            loop {
+                let (stream, peer) = match tcp.accept().await {
+                    Ok(connection) => connection,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accepting a connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if handover.is_closed() {
+                    break;
+                }
+                crate::socket::no_delay(&stream);
+                let acceptor = acceptor.clone();
+                let handover = handover.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = handover.send((tls, peer)).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { accepted, local })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.accepted.recv().await {
+            Some(connection) => connection,
+            // The accept task only ends when this listener is gone.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}

@@ -1,0 +1,41 @@
+//! What the API shows of the upstream relay: each socket's state and each channel's health. Ingestion keeps
+//! the board (it implements [`Upstream`]); `/status`, `/sources` and the live `status` messages read it.
+
+use serde::Serialize;
+
+/// One upstream socket's state.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionState {
+    pub path: String,
+    pub role: &'static str,
+    pub connected: bool,
+    pub session_id: Option<i64>,
+    pub connected_since: Option<String>,
+    pub last_message_at: Option<String>,
+    pub last_error: Option<String>,
+    pub reconnects: u64,
+}
+
+/// One channel's state as `/status` and the live `status` messages show it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceState {
+    pub source: String,
+    /// `ok`: its own socket and `/all_eew` are connected; `degraded`: one of them is; `down`: neither (an outage).
+    pub health: &'static str,
+    pub connected: bool,
+    pub primary_connected: bool,
+    pub redundant_connected: bool,
+    pub last_received_at: Option<String>,
+}
+
+/// The board of upstream connections, read by the handlers.
+pub trait Upstream: Send + Sync {
+    /// Each archived channel's `source`, in channel order.
+    fn sources(&self) -> Vec<String>;
+    /// Every upstream socket.
+    fn connections(&self) -> Vec<ConnectionState>;
+    /// Every channel's health.
+    fn source_states(&self) -> Vec<SourceState>;
+}

@@ -1,0 +1,16 @@
+//! The sandboxed WebAssembly runtime of the service: the engine and its limits ([`engine`]), the bindings of
+//! each component world ([`decoder`] for `osds:eew/decoder`, [`shaper`] for `osds:hyp/shaper`), the set of
+//! decoders in service ([`decoders`]), the components built into the binary ([`embedded`]) and what the host
+//! reads of an upstream frame before decoding it ([`units`]).
+
+pub mod decoder;
+pub mod decoders;
+pub mod embedded;
+pub mod engine;
+pub mod shaper;
+pub mod units;
+
+pub use decoder::{DecoderComponent, DecoderInfo};
+pub use decoders::{CONTROL_TAGS, DecoderSet, SharedDecoders};
+pub use engine::{CallError, Limits, Runtime};
+pub use shaper::{ShaperComponent, ShaperInfo, SharedShaper};

@@ -1,0 +1,541 @@
+//! Replacing a decoder while the service runs: validate (compile and type-check against the WIT world) →
+//! canary (decode the channel's fixtures and recent archived payloads with the current and the new decoder
+//! under production limits, and compare) → swap (one atomic pointer store: a frame is decoded by exactly one
+//! of the two) → keep the previous decoder for rollback. A component for an agency the host does not know
+//! yet adds that channel.
+
+use crate::ingest::{ChannelSpec, Ingester};
+use anyhow::Context;
+use osds_runtime::SharedShaper;
+use osds_runtime::decoders::{CONTROL_TAGS, SharedDecoders};
+use osds_runtime::units;
+use osds_runtime::{DecoderComponent, DecoderInfo, Runtime, ShaperComponent, ShaperInfo};
+use osds_store::Store;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use wolfx_core::Decoded;
+
+/// Differences listed in a canary report at most (the counts are always complete).
+const DIFFERENCES_SHOWN: usize = 20;
+
+/// How a decoder handled one payload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "result")]
+enum Outcome {
+    Report {
+        report: Value,
+    },
+    Error {
+        kind: String,
+        message: String,
+    },
+    /// There is no decoder for this channel yet.
+    NoDecoder,
+}
+
+impl Outcome {
+    fn of(decoder: Option<&DecoderComponent>, payload: &[u8]) -> Outcome {
+        let Some(decoder) = decoder else {
+            return Outcome::NoDecoder;
+        };
+        match decoder.decode(payload) {
+            Ok(Decoded::Report(report)) => Outcome::Report {
+                report: serde_json::to_value(report).unwrap_or(Value::Null),
+            },
+            Ok(Decoded::Control(_)) => Outcome::Error {
+                kind: "control".into(),
+                message: "a control frame".into(),
+            },
+            Err(failure) => Outcome::Error {
+                kind: failure.kind().into(),
+                message: failure.to_string(),
+            },
+        }
+    }
+
+    fn is_report(&self) -> bool {
+        matches!(self, Outcome::Report { .. })
+    }
+
+    /// Two errors of the same kind count as the same outcome, whatever their messages.
+    fn same_as(&self, other: &Outcome) -> bool {
+        match (self, other) {
+            (Outcome::Error { kind: a, .. }, Outcome::Error { kind: b, .. }) => a == b,
+            _ => self == other,
+        }
+    }
+}
+
+/// One payload the two decoders disagree on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Difference {
+    /// Where the payload came from: `delivery 12`, `fixture sc/x.json`.
+    pub payload: String,
+    pub before: Value,
+    pub after: Value,
+}
+
+/// What the canary found.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryReport {
+    pub payloads: usize,
+    pub unchanged: usize,
+    /// Payloads the current decoder could not decode and the new one can.
+    pub fixed: usize,
+    pub changed: usize,
+    pub new_errors: usize,
+    pub differences: Vec<Difference>,
+}
+
+/// The result of a shaper's check and install.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShaperVerdict {
+    pub shaper: ShaperInfo,
+    pub replaces: ShaperInfo,
+    pub canary: CanaryReport,
+}
+
+/// The result of `check` and `install`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    pub decoder: DecoderInfo,
+    pub replaces: Option<DecoderInfo>,
+    pub canary: CanaryReport,
+}
+
+/// Why an install did not happen, with the canary's findings when the component itself was valid.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    pub message: String,
+    pub verdict: Option<Verdict>,
+}
+
+impl From<anyhow::Error> for Refusal {
+    fn from(error: anyhow::Error) -> Self {
+        Refusal {
+            message: format!("{error:#}"),
+            verdict: None,
+        }
+    }
+}
+
+pub struct ComponentManager {
+    runtime: Arc<Runtime>,
+    decoders: SharedDecoders,
+    store: Store,
+    ingester: OnceLock<Arc<Ingester>>,
+    canary_fixtures: Option<PathBuf>,
+    canary_recent: i64,
+    /// The decoder each channel had before its last install; also serialises installs.
+    previous: tokio::sync::Mutex<BTreeMap<String, Arc<DecoderComponent>>>,
+    /// The hyp report shaper in service, swapped like a decoder (channel `hyp`).
+    shaper: SharedShaper,
+    previous_shaper: tokio::sync::Mutex<Option<Arc<ShaperComponent>>>,
+}
+
+/// The channel name under which the hyp report shaper is installed and rolled back.
+pub const SHAPER_CHANNEL: &str = "hyp";
+
+impl ComponentManager {
+    pub fn new(
+        runtime: Arc<Runtime>,
+        decoders: SharedDecoders,
+        store: Store,
+        shaper: SharedShaper,
+        canary_fixtures: Option<PathBuf>,
+        canary_recent: i64,
+    ) -> Arc<ComponentManager> {
+        Arc::new(ComponentManager {
+            runtime,
+            decoders,
+            store,
+            ingester: OnceLock::new(),
+            canary_fixtures,
+            canary_recent,
+            previous: Default::default(),
+            shaper,
+            previous_shaper: Default::default(),
+        })
+    }
+
+    /// Validates a shaper (the `osds:hyp/shaper` world) and reshapes the most recent stored solutions with the
+    /// current and the new one, comparing the payloads.
+    pub async fn check_shaper(
+        &self,
+        wasm: Vec<u8>,
+    ) -> anyhow::Result<(Arc<ShaperComponent>, ShaperVerdict)> {
+        let runtime = self.runtime.clone();
+        let candidate = tokio::task::spawn_blocking(move || ShaperComponent::load(&runtime, &wasm))
+            .await
+            .context("loading the component failed")??;
+        let candidate = Arc::new(candidate);
+        let current = self.shaper.load_full();
+        let solutions = self.store.hyp_recent_solutions(self.canary_recent).await?;
+        let (new, old) = (candidate.clone(), current.clone());
+        let canary = tokio::task::spawn_blocking(move || {
+            let mut report = CanaryReport::default();
+            for (label, solution, _) in solutions {
+                report.payloads += 1;
+                let shaped = |shaper: &ShaperComponent| match shaper.shape(&solution) {
+                    Ok(payload) => Outcome::Report {
+                        report: serde_json::from_slice(&payload).unwrap_or(Value::Null),
+                    },
+                    Err(e) => Outcome::Error {
+                        kind: "refused".into(),
+                        message: format!("{e:#}"),
+                    },
+                };
+                report.record(label, shaped(&old), shaped(&new));
+            }
+            report
+        })
+        .await
+        .context("the canary failed to run")?;
+        let verdict = ShaperVerdict {
+            shaper: candidate.info().clone(),
+            replaces: current.info().clone(),
+            canary,
+        };
+        Ok((candidate, verdict))
+    }
+
+    /// Installs a shaper: validate → canary → swap, like a decoder.
+    pub async fn install_shaper(
+        &self,
+        wasm: Vec<u8>,
+        force: bool,
+    ) -> Result<ShaperVerdict, Refusal> {
+        let mut previous = self.previous_shaper.lock().await;
+        let (candidate, verdict) = self.check_shaper(wasm).await.map_err(Refusal::from)?;
+        if verdict.canary.new_errors > 0 && !force {
+            return Err(Refusal {
+                message: format!(
+                    "refused: the canary found {} stored solution(s) that `{}` cannot shape; install with --force to override",
+                    verdict.canary.new_errors, verdict.shaper.name
+                ),
+                verdict: None,
+            });
+        }
+        *previous = Some(self.shaper.swap(candidate));
+        tracing::info!(name = %verdict.shaper.name, sha256 = %verdict.shaper.sha256, "shaper installed");
+        Ok(verdict)
+    }
+
+    /// Puts the previous shaper back (a second rollback undoes the first).
+    pub async fn rollback_shaper(&self) -> anyhow::Result<ShaperInfo> {
+        let mut previous = self.previous_shaper.lock().await;
+        let restored = previous
+            .take()
+            .context("no previous shaper to roll back to")?;
+        let info = restored.info().clone();
+        *previous = Some(self.shaper.swap(restored));
+        tracing::info!(name = %info.name, sha256 = %info.sha256, "shaper rolled back");
+        Ok(info)
+    }
+
+    /// New channels get their upstream connection from the ingester (none with `--no-ingest`).
+    pub fn attach_ingester(&self, ingester: Arc<Ingester>) {
+        let _ = self.ingester.set(ingester);
+    }
+
+    /// The loaded decoders, when each was installed, and which channels can be rolled back.
+    pub async fn list(&self) -> Value {
+        let set = self.decoders.load_full();
+        let previous = self.previous.lock().await;
+        let decoders: Vec<Value> = set
+            .decoders()
+            .iter()
+            .map(|d| {
+                let info = d.info();
+                json!({
+                    "name": info.name,
+                    "version": info.version,
+                    "source": info.source,
+                    "claims": info.claims,
+                    "sha256": info.sha256,
+                    "installedAt": set.installed_at(&info.sha256),
+                    "rollbackTo": previous.get(&info.source).map(|p| format!("{}@{}", p.info().name, p.info().sha256)),
+                })
+            })
+            .collect();
+        let shaper = self.shaper.load();
+        json!({
+            "decoders": decoders,
+            "shaper": {
+                "name": shaper.info().name,
+                "version": shaper.info().version,
+                "sha256": shaper.info().sha256,
+                "rollbackTo": self.previous_shaper.lock().await.as_ref().map(|p| p.info().identity()),
+            },
+        })
+    }
+
+    /// Validates `wasm` and runs the canary against the decoder of the channel it claims, without installing.
+    pub async fn check(&self, wasm: Vec<u8>) -> anyhow::Result<(Arc<DecoderComponent>, Verdict)> {
+        let runtime = self.runtime.clone();
+        let candidate =
+            tokio::task::spawn_blocking(move || DecoderComponent::load(&runtime, &wasm))
+                .await
+                .context("loading the component failed")??;
+        let info = candidate.info().clone();
+        anyhow::ensure!(
+            !info.claims.is_empty(),
+            "component `{}` claims no upstream `type`",
+            info.name
+        );
+        anyhow::ensure!(
+            !info.source.is_empty() && info.upstream_path.starts_with('/'),
+            "component `{}` names no source or no upstream path (`{}`)",
+            info.name,
+            info.upstream_path
+        );
+        let candidate = Arc::new(candidate);
+        let set = self.decoders.load_full();
+        let current = set.for_source(&info.source);
+        // Fails early when it claims a type another channel's decoder serves.
+        set.with_decoder(candidate.clone())?;
+        let payloads = self.canary_payloads(&info).await?;
+        let (new, old) = (candidate.clone(), current.clone());
+        let canary =
+            tokio::task::spawn_blocking(move || run_canary(old.as_deref(), &new, payloads))
+                .await
+                .context("the canary failed to run")?;
+        let verdict = Verdict {
+            decoder: info,
+            replaces: current.map(|c| c.info().clone()),
+            canary,
+        };
+        Ok((candidate, verdict))
+    }
+
+    /// Installs `wasm` as the decoder of `channel`: validate → canary → swap. Refused when the canary finds
+    /// payloads the current decoder decodes and the new one does not, unless `force`.
+    pub async fn install(
+        &self,
+        channel: &str,
+        wasm: Vec<u8>,
+        force: bool,
+    ) -> Result<Verdict, Refusal> {
+        let mut previous = self.previous.lock().await;
+        let (candidate, verdict) = self.check(wasm).await.map_err(Refusal::from)?;
+        if verdict.decoder.source != channel {
+            return Err(Refusal {
+                message: format!(
+                    "component `{}` produces source `{}`, not `{channel}`",
+                    verdict.decoder.name, verdict.decoder.source
+                ),
+                verdict: Some(verdict),
+            });
+        }
+        if verdict.canary.new_errors > 0 && !force {
+            return Err(Refusal {
+                message: format!(
+                    "refused: the canary found {} payload(s) that `{}` cannot decode but the current decoder \
+                     could (or that no decoder handled before); see the differences, or install with --force",
+                    verdict.canary.new_errors, verdict.decoder.name
+                ),
+                verdict: Some(verdict),
+            });
+        }
+        let set = self.decoders.load_full();
+        let old = set.for_source(channel);
+        let next = set.with_decoder(candidate.clone()).map_err(Refusal::from)?;
+        self.decoders.store(Arc::new(next));
+        match old {
+            Some(old) => {
+                previous.insert(channel.to_string(), old);
+            }
+            None => self.add_channels(candidate.info()).await,
+        }
+        tracing::info!(
+            channel,
+            name = %verdict.decoder.name,
+            sha256 = %verdict.decoder.sha256,
+            replaces = ?verdict.replaces.as_ref().map(|r| &r.name),
+            "decoder installed"
+        );
+        Ok(verdict)
+    }
+
+    /// Puts the decoder `channel` had before its last install back in service (the replaced one becomes the
+    /// rollback target, so a second rollback undoes the first).
+    pub async fn rollback(&self, channel: &str) -> anyhow::Result<DecoderInfo> {
+        let mut previous = self.previous.lock().await;
+        let restored = previous
+            .remove(channel)
+            .with_context(|| format!("no previous decoder of `{channel}` to roll back to"))?;
+        let set = self.decoders.load_full();
+        let replaced = set.for_source(channel);
+        self.decoders
+            .store(Arc::new(set.with_decoder(restored.clone())?));
+        if let Some(replaced) = replaced {
+            previous.insert(channel.to_string(), replaced);
+        }
+        tracing::info!(channel, name = %restored.info().name, sha256 = %restored.info().sha256, "decoder rolled back");
+        Ok(restored.info().clone())
+    }
+
+    /// Installs every `.wasm` in `dir` that is not loaded yet (SIGHUP, or a file dropped into the directory).
+    /// Returns one line per file that was looked at.
+    pub async fn reload_dir(&self, dir: &Path) -> Vec<String> {
+        let mut paths: Vec<PathBuf> = match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+                .collect(),
+            Err(e) => return vec![format!("cannot read {}: {e}", dir.display())],
+        };
+        paths.sort();
+        let mut lines = Vec::new();
+        for path in paths {
+            let wasm = match std::fs::read(&path) {
+                Ok(wasm) => wasm,
+                Err(e) => {
+                    lines.push(format!("{}: cannot read: {e}", path.display()));
+                    continue;
+                }
+            };
+            let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&wasm));
+            let loaded = self
+                .decoders
+                .load()
+                .decoders()
+                .iter()
+                .any(|d| d.info().sha256 == sha256);
+            if loaded {
+                continue;
+            }
+            let source = match self.check(wasm.clone()).await {
+                Ok((_, verdict)) => verdict.decoder.source,
+                Err(e) => {
+                    lines.push(format!("{}: refused: {e:#}", path.display()));
+                    continue;
+                }
+            };
+            match self.install(&source, wasm, false).await {
+                Ok(verdict) => lines.push(format!(
+                    "{}: installed `{}` for `{source}`",
+                    path.display(),
+                    verdict.decoder.name
+                )),
+                Err(refusal) => lines.push(format!("{}: {}", path.display(), refusal.message)),
+            }
+        }
+        for line in &lines {
+            tracing::info!("{line}");
+        }
+        lines
+    }
+
+    async fn add_channels(&self, info: &DecoderInfo) {
+        let Some(ingester) = self.ingester.get() else {
+            return;
+        };
+        for tag in &info.claims {
+            ingester
+                .add_channel(ChannelSpec {
+                    source: info.source.clone(),
+                    type_tag: tag.clone(),
+                    path: info.upstream_path.clone(),
+                    query_command: info.query_command.clone(),
+                })
+                .await;
+        }
+    }
+
+    /// The channel's fixture files and its most recent archived payloads, each with a label.
+    async fn canary_payloads(&self, info: &DecoderInfo) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+        let mut payloads = Vec::new();
+        if let Some(dir) = &self.canary_fixtures {
+            let dir = dir.join(&info.source);
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                let mut files: Vec<PathBuf> =
+                    entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+                files.sort();
+                for file in files {
+                    if let Ok(bytes) = std::fs::read(&file) {
+                        let name = file.file_name().map(|n| n.to_string_lossy().to_string());
+                        payloads.push((
+                            format!("fixture {}/{}", info.source, name.unwrap_or_default()),
+                            bytes,
+                        ));
+                    }
+                }
+            }
+        }
+        let archived = self
+            .store
+            .canary_payloads(&info.source, &info.claims, self.canary_recent)
+            .await?;
+        for unit in archived {
+            let Some(bytes) = units::split(&unit.frame)
+                .into_iter()
+                .nth(unit.unit_index as usize)
+                .filter(|u| {
+                    u.type_tag
+                        .as_deref()
+                        .is_none_or(|t| info.claims.iter().any(|c| c == t))
+                })
+                .map(|u| u.bytes)
+            else {
+                continue;
+            };
+            payloads.push((format!("delivery {}", unit.delivery_id), bytes));
+        }
+        Ok(payloads)
+    }
+}
+
+/// Decodes every payload with both decoders (frames of the transport, heartbeats and pongs, are skipped).
+fn run_canary(
+    current: Option<&DecoderComponent>,
+    candidate: &DecoderComponent,
+    payloads: Vec<(String, Vec<u8>)>,
+) -> CanaryReport {
+    let mut report = CanaryReport::default();
+    for (label, payload) in payloads {
+        let is_transport = units::split(&payload)
+            .first()
+            .and_then(|u| u.type_tag.clone())
+            .is_some_and(|t| CONTROL_TAGS.contains(&t.as_str()));
+        if is_transport {
+            continue;
+        }
+        report.payloads += 1;
+        report.record(
+            label,
+            Outcome::of(current, &payload),
+            Outcome::of(Some(candidate), &payload),
+        );
+    }
+    report
+}
+
+impl CanaryReport {
+    /// Counts one payload by how the two outcomes compare, keeping the first differences.
+    fn record(&mut self, label: String, before: Outcome, after: Outcome) {
+        if before.same_as(&after) {
+            self.unchanged += 1;
+            return;
+        }
+        match (before.is_report(), after.is_report()) {
+            (false, true) => self.fixed += 1,
+            (_, false) => self.new_errors += 1,
+            (true, true) => self.changed += 1,
+        }
+        if self.differences.len() < DIFFERENCES_SHOWN {
+            self.differences.push(Difference {
+                payload: label,
+                before: serde_json::to_value(&before).unwrap_or(Value::Null),
+                after: serde_json::to_value(&after).unwrap_or(Value::Null),
+            });
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! One upstream WebSocket held open for as long as the service runs: reconnect with capped back-off, `ping`
+//! on every check interval, reconnect after the silence timeout, `query_*` commands after each connect.
+
+use super::UpstreamConfig;
+use super::archive::ArchiveHandle;
+use super::pipeline::{self, MARKER_PRIMARY_PUSH, MARKER_QUERY_OR_PUSH, MARKER_REDUNDANT_PUSH};
+use super::state::LiveState;
+use futures_util::{SinkExt, StreamExt};
+use osds_runtime::SharedDecoders;
+use osds_runtime::units;
+use osds_time::now_rfc3339;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep, timeout};
+use tokio_tungstenite::tungstenite::Message;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+
+pub(super) struct Context {
+    pub config: UpstreamConfig,
+    pub path: String,
+    /// The channel's own socket (else the redundant `/all_eew`).
+    pub primary: bool,
+    pub decoders: SharedDecoders,
+    pub archive: ArchiveHandle,
+    pub live: Arc<LiveState>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Context {
+    fn role(&self) -> &'static str {
+        if self.primary { "primary" } else { "redundant" }
+    }
+
+    fn url(&self) -> String {
+        format!("{}{}", self.config.url.trim_end_matches('/'), self.path)
+    }
+
+    fn stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+pub(super) async fn run(mut cx: Context) {
+    let mut backoff = FIRST_RETRY;
+    while !cx.stopping() {
+        let url = cx.url();
+        match timeout(
+            CONNECT_TIMEOUT,
+            tokio_tungstenite::connect_async(url.as_str()),
+        )
+        .await
+        {
+            Ok(Ok((socket, _))) => {
+                backoff = FIRST_RETRY;
+                let session_id = cx.archive.open_session(&cx.path, cx.role(), &url).await;
+                cx.archive.session_connected(session_id).await;
+                tracing::info!(path = %cx.path, session_id, "upstream connected");
+                transition(&cx, true, Some(session_id), None).await;
+                let reason = pump(&mut cx, socket, session_id).await;
+                tracing::warn!(path = %cx.path, session_id, %reason, "upstream connection ended");
+                cx.archive.session_ended(session_id, &reason).await;
+                transition(&cx, false, None, Some(reason)).await;
+            }
+            Ok(Err(e)) => {
+                let reason = format!("connect failed: {e}");
+                tracing::warn!(path = %cx.path, %reason, retry_in = ?backoff, "upstream unavailable");
+                transition(&cx, false, None, Some(reason)).await;
+            }
+            Err(_) => {
+                tracing::warn!(path = %cx.path, retry_in = ?backoff, "upstream connect timed out");
+                transition(&cx, false, None, Some("connect timed out".into())).await;
+            }
+        }
+        if cx.stopping() {
+            break;
+        }
+        tokio::select! {
+            _ = sleep(backoff) => {}
+            _ = cx.shutdown.changed() => {}
+        }
+        backoff = (backoff * 2).min(cx.config.backoff_cap);
+    }
+}
+
+/// Records a connect or disconnect, and begins or ends the outages it causes.
+async fn transition(cx: &Context, connected: bool, session_id: Option<i64>, error: Option<String>) {
+    let reason = error.clone().unwrap_or_default();
+    for (source, up) in cx
+        .live
+        .set_connected(&cx.path, connected, session_id, error)
+    {
+        if up {
+            tracing::info!(%source, "channel back: outage ends");
+            cx.archive.outage_end(&source).await;
+        } else {
+            tracing::warn!(%source, "channel out: neither its own socket nor /all_eew is connected");
+            cx.archive
+                .outage_begin(&source, &format!("{}: {reason}", cx.path))
+                .await;
+        }
+    }
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Reads frames until the connection fails, falls silent or the service stops. Returns why it ended.
+async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
+    let config = cx.config.clone();
+    let mut last_message = Instant::now();
+    let mut check = interval_at(
+        Instant::now() + config.check_interval,
+        config.check_interval,
+    );
+    check.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // Queries go out one at a time, `query_spacing` apart, starting right after connect.
+    let mut queries: VecDeque<(String, String)> = cx
+        .live
+        .channels()
+        .iter()
+        .filter(|c| !cx.primary || c.path == cx.path)
+        .map(|c| (c.query_command.clone(), c.type_tag.clone()))
+        .collect();
+    let mut next_query = Instant::now();
+    let mut queried_at: HashMap<String, Instant> = HashMap::new();
+    let own_type = cx
+        .live
+        .channel_for_path(&cx.path)
+        .filter(|_| cx.primary)
+        .map(|c| c.type_tag.clone());
+
+    loop {
+        let query_due = !queries.is_empty();
+        tokio::select! {
+            message = socket.next() => {
+                let bytes = match message {
+                    Some(Ok(Message::Text(text))) => text.as_bytes().to_vec(),
+                    Some(Ok(Message::Binary(bytes))) => bytes.to_vec(),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
+                        last_message = Instant::now();
+                        cx.live.message(&cx.path);
+                        continue;
+                    }
+                    Some(Ok(Message::Close(frame))) => {
+                        return format!("closed by upstream{}", frame.map(|f| format!(": {} {}", f.code, f.reason)).unwrap_or_default());
+                    }
+                    Some(Err(e)) => return format!("read failed: {e}"),
+                    None => return "connection closed".into(),
+                };
+                last_message = Instant::now();
+                let received_at = now_rfc3339();
+                let units = units::split(&bytes);
+                if pipeline::is_control(&units) {
+                    cx.live.message(&cx.path);
+                    let counter = if units[0].type_tag.as_deref() == Some("pong") { "pongs" } else { "heartbeats" };
+                    cx.archive.count(counter, 1).await;
+                    continue;
+                }
+                let within_query_window = |tag: &Option<String>| {
+                    tag.as_ref().or(own_type.as_ref()).and_then(|t| queried_at.get(t)).is_some_and(|at| at.elapsed() <= config.query_window)
+                };
+                let marker = if units.iter().any(|u| within_query_window(&u.type_tag)) {
+                    MARKER_QUERY_OR_PUSH
+                } else if cx.primary {
+                    MARKER_PRIMARY_PUSH
+                } else {
+                    MARKER_REDUNDANT_PUSH
+                };
+                let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), session_id, received_at.clone(), marker).await;
+                let source = incoming.units.iter().find_map(|u| match &u.kind {
+                    osds_store::UnitKind::Report { source, .. } => Some(source.clone()),
+                    osds_store::UnitKind::Unparsed { source, .. } => source.clone(),
+                    osds_store::UnitKind::Ignored => None,
+                });
+                cx.live.received(&cx.path, source.as_deref(), &received_at);
+                cx.archive.ingest(incoming).await;
+            }
+            _ = check.tick() => {
+                if last_message.elapsed() >= config.silence_timeout {
+                    return format!("no message for {} s", config.silence_timeout.as_secs_f64());
+                }
+                if let Err(e) = socket.send(Message::text("ping")).await {
+                    return format!("sending ping failed: {e}");
+                }
+            }
+            _ = tokio::time::sleep_until(next_query), if query_due => {
+                if let Some((command, tag)) = queries.pop_front() {
+                    if let Err(e) = socket.send(Message::text(command.clone())).await {
+                        return format!("sending {command} failed: {e}");
+                    }
+                    queried_at.insert(tag, Instant::now());
+                    next_query = Instant::now() + config.query_spacing;
+                }
+            }
+            _ = cx.shutdown.changed() => {
+                let _ = socket.close(None).await;
+                return "service stopping".into();
+            }
+        }
+    }
+}

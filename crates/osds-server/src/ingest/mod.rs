@@ -1,0 +1,124 @@
+//! Ingestion from the Wolfx relay: one WebSocket per channel plus the redundant `/all_eew`, each frame routed,
+//! decoded by its channel's component and handed to the single archive writer, which commits durably and only
+//! then announces the new high-water mark to live subscribers.
+
+mod archive;
+mod connection;
+mod pipeline;
+mod state;
+
+pub use archive::ArchiveHandle;
+pub use state::{ChannelSpec, LiveState};
+
+use osds_runtime::SharedDecoders;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Timing of the upstream connections (the spec's values are the defaults).
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    /// Base URL of the relay, e.g. `wss://ws-api.wolfx.jp`.
+    pub url: String,
+    /// How often liveness is checked, and how often a `ping` is sent so quiet channels stay alive.
+    pub check_interval: Duration,
+    /// A connection without any message for this long is re-established.
+    pub silence_timeout: Duration,
+    /// Cap of the exponential reconnect back-off.
+    pub backoff_cap: Duration,
+    /// Gap between two query commands on one connection.
+    pub query_spacing: Duration,
+    /// A frame of a channel arriving this soon after its query was sent may be the reply.
+    pub query_window: Duration,
+}
+
+impl UpstreamConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        UpstreamConfig {
+            url: url.into(),
+            check_interval: Duration::from_secs(15),
+            silence_timeout: Duration::from_secs(45),
+            backoff_cap: Duration::from_secs(15),
+            query_spacing: Duration::from_secs(1),
+            query_window: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The running ingester.
+pub struct Ingester {
+    config: UpstreamConfig,
+    decoders: SharedDecoders,
+    archive: ArchiveHandle,
+    live: Arc<LiveState>,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Ingester {
+    /// Connects to every channel path of the loaded decoders and to `/all_eew`.
+    pub async fn start(
+        config: UpstreamConfig,
+        decoders: SharedDecoders,
+        archive: ArchiveHandle,
+        live: Arc<LiveState>,
+    ) -> anyhow::Result<Arc<Ingester>> {
+        let (shutdown, _) = watch::channel(false);
+        let ingester = Arc::new(Ingester {
+            config,
+            decoders,
+            archive,
+            live,
+            tasks: Default::default(),
+            shutdown,
+        });
+        for channel in ingester.live.channels() {
+            ingester
+                .archive
+                .outage_begin(&channel.source, "service started; not yet connected")
+                .await;
+            ingester.connect(channel.path.clone(), true);
+        }
+        ingester.connect(state::REDUNDANT_PATH.to_string(), false);
+        Ok(ingester)
+    }
+
+    /// Holds a connection to `path` open for as long as the service runs.
+    fn connect(&self, path: String, primary: bool) {
+        let context = connection::Context {
+            config: self.config.clone(),
+            path,
+            primary,
+            decoders: self.decoders.clone(),
+            archive: self.archive.clone(),
+            live: self.live.clone(),
+            shutdown: self.shutdown.subscribe(),
+        };
+        let task = tokio::spawn(connection::run(context));
+        self.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task);
+    }
+
+    /// Starts archiving a channel added while the service runs (a component for a new agency).
+    pub async fn add_channel(&self, channel: ChannelSpec) {
+        if self.live.add_channel(channel.clone()) {
+            tracing::info!(source = %channel.source, path = %channel.path, "new channel: connecting upstream");
+            self.archive
+                .outage_begin(&channel.source, "channel added; not yet connected")
+                .await;
+            self.connect(channel.path, true);
+        }
+    }
+
+    /// Closes every upstream connection and waits for the connection tasks to finish.
+    pub async fn stop(&self) {
+        let _ = self.shutdown.send(true);
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}

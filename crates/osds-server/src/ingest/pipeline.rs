@@ -1,0 +1,121 @@
+//! From one received frame to what the archive stores: split, route by `type`, decode in the channel's
+//! component (off the async threads), and compute each report's version identity.
+
+use osds_runtime::decoders::{CONTROL_TAGS, SharedDecoders};
+use osds_runtime::units;
+use osds_store::{Incoming, UnitKind, UnitRecord};
+use sha2::{Digest, Sha256};
+use wolfx_core::Decoded;
+
+/// Marker of a delivery that arrived on a channel's own socket as a push.
+pub const MARKER_PRIMARY_PUSH: &str = "primary-websocket-push";
+/// Marker of a delivery that arrived on `/all_eew` as a push.
+pub const MARKER_REDUNDANT_PUSH: &str = "redundant-websocket-push";
+/// Marker of a delivery that may be the reply to our query as much as a push (spec value).
+pub const MARKER_QUERY_OR_PUSH: &str = "primary/redundant-websocket-query-or-push";
+
+/// The frame is only a heartbeat or pong: liveness, never archived.
+pub fn is_control(units: &[units::Unit]) -> bool {
+    units.len() == 1
+        && units[0]
+            .type_tag
+            .as_deref()
+            .is_some_and(|t| CONTROL_TAGS.contains(&t))
+}
+
+/// Routes and decodes every unit of `frame`. `own_type` is the channel of the socket it came on, used for a
+/// frame whose `type` cannot be read (garbage on `/sc_eew` is the sc decoder's to reject and is kept as
+/// unparsed sc data); on `/all_eew` such a frame has no channel.
+pub async fn prepare(
+    decoders: &SharedDecoders,
+    frame: Vec<u8>,
+    units: Vec<units::Unit>,
+    own_type: Option<&str>,
+    session_id: i64,
+    received_at: String,
+    marker: &'static str,
+) -> Incoming {
+    let decoders = decoders.load_full();
+    let own_type = own_type.map(str::to_string);
+    let records = tokio::task::spawn_blocking(move || {
+        units
+            .into_iter()
+            .enumerate()
+            .filter(|(_, unit)| {
+                !unit
+                    .type_tag
+                    .as_deref()
+                    .is_some_and(|t| CONTROL_TAGS.contains(&t))
+            })
+            .map(|(index, unit)| UnitRecord {
+                unit_index: index as i64,
+                kind: decode_unit(&decoders, &unit, own_type.as_deref()),
+                type_tag: unit.type_tag,
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_else(|e| {
+        vec![UnitRecord {
+            unit_index: 0,
+            type_tag: None,
+            kind: UnitKind::Unparsed {
+                source: None,
+                decoder: None,
+                error_kind: "trap".into(),
+                message: format!("decoding task failed: {e}"),
+            },
+        }]
+    });
+    Incoming {
+        session_id,
+        received_at,
+        frame,
+        marker,
+        units: records,
+    }
+}
+
+fn decode_unit(
+    decoders: &osds_runtime::DecoderSet,
+    unit: &units::Unit,
+    own_type: Option<&str>,
+) -> UnitKind {
+    let Some(tag) = unit.type_tag.as_deref().or(own_type) else {
+        return UnitKind::Unparsed {
+            source: None,
+            decoder: None,
+            error_kind: "malformed".into(),
+            message: "frame on /all_eew has no readable `type` (not JSON, or no type field)".into(),
+        };
+    };
+    let Some(decoder) = decoders.for_tag(tag) else {
+        return UnitKind::Ignored;
+    };
+    let info = decoder.info();
+    match decoder.decode(&unit.bytes) {
+        Ok(Decoded::Report(report)) => {
+            let canonical =
+                units::canonical_without_type(&unit.bytes).unwrap_or_else(|| unit.bytes.clone());
+            UnitKind::Report {
+                source: info.source.clone(),
+                identity: hex::encode(Sha256::digest(&canonical)),
+                report: Box::new(report),
+                decoder_name: info.name.clone(),
+                decoder_sha256: info.sha256.clone(),
+            }
+        }
+        Ok(Decoded::Control(_)) => UnitKind::Unparsed {
+            source: Some(info.source.clone()),
+            decoder: Some(format!("{}@{}", info.name, info.sha256)),
+            error_kind: "unsupported".into(),
+            message: format!("decoder returned a control frame for type `{tag}`"),
+        },
+        Err(failure) => UnitKind::Unparsed {
+            source: Some(info.source.clone()),
+            decoder: Some(format!("{}@{}", info.name, info.sha256)),
+            error_kind: failure.kind().into(),
+            message: failure.to_string(),
+        },
+    }
+}

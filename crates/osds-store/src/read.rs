@@ -1,0 +1,594 @@
+//! Read queries of the archive, returning the public API's shapes.
+
+use crate::counts::ArchiveCounts;
+use crate::report_cache::{BLOCK_IDS, Block, ReportCache};
+use crate::report_item::{self, ReportItem};
+use crate::store::Store;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+/// Filters of `/events`, already validated.
+#[derive(Debug, Default, Clone)]
+pub struct EventFilter {
+    pub source: Option<String>,
+    /// Inclusive lower bound on origin time, Unix ms.
+    pub from_ms: Option<i64>,
+    /// Exclusive upper bound on origin time, Unix ms.
+    pub to_ms: Option<i64>,
+    pub q: Option<String>,
+    pub min_magnitude: Option<f64>,
+    pub page: i64,
+    pub limit: i64,
+}
+
+/// One decodable unit of an archived frame, with the delivery that brought it.
+#[derive(Debug, Clone)]
+pub struct ArchivedUnit {
+    pub delivery_id: i64,
+    pub received_at: String,
+    pub unit_index: i64,
+    pub type_tag: Option<String>,
+    pub source: Option<String>,
+    /// The whole frame's bytes, as received.
+    pub frame: Vec<u8>,
+}
+
+fn archived_unit(row: &SqliteRow) -> ArchivedUnit {
+    ArchivedUnit {
+        delivery_id: row.get("id"),
+        received_at: row.get("received_at"),
+        unit_index: row.get("unit_index"),
+        type_tag: row.get("type_tag"),
+        source: row.get("source"),
+        frame: row.get("bytes"),
+    }
+}
+
+/// Unparsed deliveries no later decoder recovered, of an optional source and reception-time range (binds:
+/// source twice, since twice, until twice).
+const STILL_UNPARSED: &str = "d.outcome = 'unparsed' \
+     AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
+     AND (? IS NULL OR d.source = ?) \
+     AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?)";
+
+/// Which unparsed deliveries `osds reparse` goes through.
+#[derive(Debug, Default, Clone)]
+pub struct UnparsedFilter {
+    pub source: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+}
+
+pub struct EventPage {
+    pub items: Vec<Value>,
+    pub total: i64,
+}
+
+pub struct ReportPage {
+    pub items: Vec<ReportItem>,
+    pub next_cursor: i64,
+    pub high_water: i64,
+}
+
+impl ReportPage {
+    /// The `/reports` answer, written from the items' ready text, and a validator derived from the items'
+    /// digests (rather than from hashing the whole body, up to ~600 kB, on every answer).
+    pub fn to_json(&self) -> (String, [u8; 16]) {
+        let text_bytes: usize = self.items.iter().map(|item| item.json.len() + 1).sum();
+        let mut body = String::with_capacity(text_bytes + 64);
+        body.push_str("{\"items\":[");
+        let mut validator = Sha256::new();
+        for (n, item) in self.items.iter().enumerate() {
+            if n > 0 {
+                body.push(',');
+            }
+            body.push_str(&item.json);
+            validator.update(item.digest);
+        }
+        let tail = format!(
+            "],\"nextCursor\":{},\"highWater\":{}}}",
+            self.next_cursor, self.high_water
+        );
+        body.push_str(&tail);
+        validator.update(tail.as_bytes());
+        let digest = validator.finalize();
+        let mut short = [0; 16];
+        short.copy_from_slice(&digest[..16]);
+        (body, short)
+    }
+}
+
+pub struct DeliveryPage {
+    pub items: Vec<Value>,
+    pub next_cursor: i64,
+}
+
+const REPORT_COLUMNS: &str = "r.id, r.event_key, r.source, r.received_at, r.delivery_id, r.report_json, r.decoder_name, r.decoder_sha256";
+
+const EVENT_COLUMNS: &str = "e.id AS e_id, e.source AS e_source, e.source_event_id, e.origin_at AS e_origin_at, e.report_count, \
+     e.missing_revisions, r.id, r.event_key, r.source, r.received_at, r.delivery_id, r.report_json, r.decoder_name, r.decoder_sha256";
+
+/// Renders a `reports` row as the spec's EEW report. Null fields are present as `null`.
+fn report_json(row: &SqliteRow) -> Value {
+    // The rendering is text-first (`report_item.rs`), so both forms agree byte for byte.
+    serde_json::from_str(&report_item::render_json(row)).unwrap_or_default()
+}
+
+/// Renders an `events` row joined with its latest report as the spec's EEW event (without `reports`).
+fn event_json(row: &SqliteRow) -> Value {
+    let missing: Value =
+        serde_json::from_str(row.get::<&str, _>("missing_revisions")).unwrap_or_else(|_| json!([]));
+    json!({
+        "id": row.get::<String, _>("e_id"),
+        "source": row.get::<String, _>("e_source"),
+        "sourceEventId": row.get::<String, _>("source_event_id"),
+        "originAt": row.get::<Option<String>, _>("e_origin_at"),
+        "latest": report_json(row),
+        "reportCount": row.get::<i64, _>("report_count"),
+        "missingRevisions": missing,
+    })
+}
+
+fn outage_json(row: &SqliteRow) -> Value {
+    json!({
+        "source": row.get::<String, _>("source"),
+        "startedAt": row.get::<String, _>("started_at"),
+        "endedAt": row.get::<Option<String>, _>("ended_at"),
+        "reason": row.get::<String, _>("reason"),
+    })
+}
+
+/// `%` and `_` in user text match themselves in a LIKE pattern escaped with `\`.
+pub(super) fn like_pattern(text: &str) -> String {
+    let mut pattern = String::from("%");
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+impl Store {
+    pub async fn high_water(&self) -> anyhow::Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Report versions with `id > after`, in id order, rendered. Blocks wholly below the horizon come from the
+    /// cache (reading and rendering them once); the horizon's own block is read each time.
+    pub async fn reports_after(&self, after: i64, limit: i64) -> anyhow::Result<ReportPage> {
+        // Read the horizon first: every id at or below it is committed, so the page never skips one.
+        let high_water = self.high_water().await?;
+        let wanted = usize::try_from(limit).unwrap_or(0);
+        let mut items: Vec<ReportItem> = Vec::with_capacity(wanted.min(1000));
+        let mut cursor = after;
+        while items.len() < wanted && cursor < high_water {
+            let number = (cursor + 1).div_euclid(BLOCK_IDS);
+            let block_end = (number + 1) * BLOCK_IDS - 1;
+            if block_end > high_water {
+                let rest = (wanted - items.len()) as i64;
+                items.extend(self.reports_between(cursor, high_water, rest).await?);
+                break;
+            }
+            let block = match self.reports.get(number) {
+                Some(block) => block,
+                None => {
+                    let rows = self
+                        .reports_between(number * BLOCK_IDS - 1, block_end, BLOCK_IDS)
+                        .await?;
+                    self.reports.insert(number, Block::new(rows))
+                }
+            };
+            let start = block.items.partition_point(|item| item.id <= cursor);
+            let rest = wanted - items.len();
+            items.extend(block.items[start..].iter().take(rest).cloned());
+            cursor = block_end;
+        }
+        let next_cursor = items.last().map_or(after, |item| item.id);
+        Ok(ReportPage {
+            items,
+            next_cursor,
+            high_water,
+        })
+    }
+
+    /// Reports with `after < id <= upto`, in id order, at most `limit`, rendered. `upto` must be a committed
+    /// horizon (from the writer), or the range may have holes that later commits fill.
+    pub async fn reports_between(
+        &self,
+        after: i64,
+        upto: i64,
+        limit: i64,
+    ) -> anyhow::Result<Vec<ReportItem>> {
+        let rows = sqlx::query(&format!("SELECT {REPORT_COLUMNS} FROM reports r WHERE r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ?"))
+            .bind(after)
+            .bind(upto)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(report_item::render).collect())
+    }
+
+    /// The cache of rendered report versions (its budget is set by `osds serve --report-cache-mb`).
+    pub fn report_cache(&self) -> &ReportCache {
+        &self.reports
+    }
+
+    pub async fn events(&self, filter: &EventFilter) -> anyhow::Result<EventPage> {
+        let mut clauses: Vec<&str> = Vec::new();
+        let mut binds: Vec<Value> = Vec::new();
+        if let Some(source) = &filter.source {
+            clauses.push("e.source = ?");
+            binds.push(json!(source));
+        }
+        if let Some(from) = filter.from_ms {
+            clauses.push("e.origin_ms >= ?");
+            binds.push(json!(from));
+        }
+        if let Some(to) = filter.to_ms {
+            clauses.push("e.origin_ms < ?");
+            binds.push(json!(to));
+        }
+        if let Some(min) = filter.min_magnitude {
+            clauses.push("e.magnitude >= ?");
+            binds.push(json!(min));
+        }
+        if let Some(q) = &filter.q {
+            clauses.push("(e.epicenter LIKE ? ESCAPE '\\' OR e.source_event_id LIKE ? ESCAPE '\\' OR e.upstream_ids LIKE ? ESCAPE '\\')");
+            let pattern = like_pattern(q);
+            binds.extend([json!(pattern), json!(pattern), json!(pattern)]);
+        }
+        let where_sql = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", clauses.join(" AND "))
+        };
+
+        let count_sql = format!("SELECT COUNT(*) FROM events e {where_sql}");
+        let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
+        for bind in &binds {
+            count = bind_value(count, bind);
+        }
+        let total = count.fetch_one(&self.pool).await?;
+
+        // The page's ids first, from the events table alone (a deep OFFSET then skips index entries, not
+        // joined rows); then their columns.
+        let list_sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM (SELECT e.id FROM events e {where_sql} \
+             ORDER BY e.sort_ms DESC, e.last_report_id DESC LIMIT ? OFFSET ?) page \
+             JOIN events e ON e.id = page.id JOIN reports r ON r.id = e.latest_report_id \
+             ORDER BY e.sort_ms DESC, e.last_report_id DESC"
+        );
+        let mut list = sqlx::query(&list_sql);
+        for bind in &binds {
+            list = bind_value_query(list, bind);
+        }
+        let offset = (filter.page - 1).saturating_mul(filter.limit);
+        let rows = list
+            .bind(filter.limit)
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(EventPage {
+            items: rows.iter().map(event_json).collect(),
+            total,
+        })
+    }
+
+    /// The event with every stored version in revision order (several versions of one revision by id).
+    /// With `with_raw_text`, each report carries `rawText`, the first-received raw text of that version.
+    pub async fn event(&self, id: &str, with_raw_text: bool) -> anyhow::Result<Option<Value>> {
+        let Some(row) = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id WHERE e.id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let mut event = event_json(&row);
+        let rows = sqlx::query(&format!(
+            "SELECT {REPORT_COLUMNS}, p.bytes FROM reports r JOIN deliveries d ON d.id = r.delivery_id \
+             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 WHERE r.event_key = ? ORDER BY r.revision, r.id"
+        ))
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        let reports: Vec<Value> = rows
+            .iter()
+            .map(|row| {
+                let mut report = report_json(row);
+                if with_raw_text {
+                    let bytes: Vec<u8> = row.get("bytes");
+                    report["rawText"] = json!(String::from_utf8_lossy(&bytes));
+                }
+                report
+            })
+            .collect();
+        event["reports"] = Value::Array(reports);
+        Ok(Some(event))
+    }
+
+    pub async fn event_exists(&self, id: &str) -> anyhow::Result<bool> {
+        Ok(
+            sqlx::query_scalar::<_, i64>("SELECT 1 FROM events WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?
+                .is_some(),
+        )
+    }
+
+    /// Reception records of an event, duplicates included, by increasing id.
+    pub async fn deliveries(
+        &self,
+        event_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> anyhow::Result<DeliveryPage> {
+        let rows = sqlx::query(
+            "SELECT d.*, s.path, s.role, p.size FROM deliveries d JOIN sessions s ON s.id = d.session_id \
+             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
+             WHERE (d.event_key = ?1 OR d.id IN (SELECT delivery_id FROM reparses WHERE event_key = ?1)) \
+             AND d.id > ?2 ORDER BY d.id LIMIT ?3",
+        )
+        .bind(event_id)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let items: Vec<Value> = rows
+            .iter()
+            .map(|row| {
+                let id: i64 = row.get("id");
+                json!({
+                    "id": id,
+                    "receivedAt": row.get::<String, _>("received_at"),
+                    "source": row.get::<Option<String>, _>("source"),
+                    "type": row.get::<Option<String>, _>("type_tag"),
+                    "marker": row.get::<String, _>("marker"),
+                    "outcome": row.get::<String, _>("outcome"),
+                    "reportId": row.get::<Option<i64>, _>("report_id"),
+                    "sessionId": row.get::<i64, _>("session_id"),
+                    "connection": { "path": row.get::<String, _>("path"), "role": row.get::<String, _>("role") },
+                    "unitIndex": row.get::<i64, _>("unit_index"),
+                    "sha256": row.get::<String, _>("raw_sha256"),
+                    "size": row.get::<i64, _>("size"),
+                    "rawUrl": format!("/api/v1/deliveries/{id}/raw"),
+                })
+            })
+            .collect();
+        let next_cursor = items.last().and_then(|d| d["id"].as_i64()).unwrap_or(after);
+        Ok(DeliveryPage { items, next_cursor })
+    }
+
+    /// The exact stored bytes of a delivery and their SHA-256 (lowercase hex).
+    pub async fn raw(&self, delivery_id: i64) -> anyhow::Result<Option<(Vec<u8>, String)>> {
+        let row = sqlx::query("SELECT p.bytes, p.sha256 FROM deliveries d JOIN raw_payloads p ON p.sha256 = d.raw_sha256 WHERE d.id = ?")
+            .bind(delivery_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|row| (row.get("bytes"), row.get("sha256"))))
+    }
+
+    /// The most recently archived event of `source`.
+    pub async fn latest_event(&self, source: &str) -> anyhow::Result<Option<Value>> {
+        let row = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id WHERE e.source = ? \
+             ORDER BY e.last_report_id DESC LIMIT 1"
+        ))
+        .bind(source)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(event_json))
+    }
+
+    /// Months (Beijing time) with archived events, newest first, with event counts.
+    pub async fn months(&self, source: Option<&str>) -> anyhow::Result<Vec<Value>> {
+        let rows = sqlx::query(
+            "SELECT month, COUNT(*) AS events FROM events WHERE (?1 IS NULL OR source = ?1) GROUP BY month ORDER BY month DESC",
+        )
+        .bind(source)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|r| json!({ "month": r.get::<String, _>("month"), "events": r.get::<i64, _>("events") })).collect())
+    }
+
+    pub async fn archive_counts(&self) -> anyhow::Result<ArchiveCounts> {
+        // Nothing counted here is ever updated or deleted, so the newest ids decide every count: three index
+        // lookups say whether the last counts still hold, instead of scanning every table on each call.
+        let newest = sqlx::query(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM deliveries) AS d, \
+             (SELECT COALESCE(MAX(id), 0) FROM reparses) AS p, (SELECT COALESCE(MAX(id), 0) FROM reports) AS r",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let key: (i64, i64, i64) = (newest.get("d"), newest.get("p"), newest.get("r"));
+        if let Some((at, counts)) = self.counts.lock().ok().and_then(|c| c.clone())
+            && at == key
+        {
+            return Ok(counts);
+        }
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM reports) AS versions, \
+             (SELECT COALESCE(MAX(id), 0) FROM reports) AS high_water, \
+             (SELECT COUNT(*) FROM deliveries) AS deliveries, (SELECT COUNT(*) FROM raw_payloads) AS raw_payloads, \
+             (SELECT COUNT(*) FROM deliveries d WHERE outcome = 'unparsed' \
+                AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id)) AS unparsed, \
+             (SELECT COUNT(*) FROM reparses) AS recovered, \
+             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'ignored') AS ignored, \
+             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate') AS duplicates",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let counts = ArchiveCounts {
+            events: row.get("events"),
+            versions: row.get("versions"),
+            deliveries: row.get("deliveries"),
+            raw_payloads: row.get("raw_payloads"),
+            unparsed: row.get("unparsed"),
+            recovered: row.get("recovered"),
+            ignored: row.get("ignored"),
+            duplicates: row.get("duplicates"),
+            high_water: row.get("high_water"),
+        };
+        if let Ok(mut cached) = self.counts.lock() {
+            *cached = Some((key, counts.clone()));
+        }
+        Ok(counts)
+    }
+
+    /// The most recent connection sessions.
+    pub async fn recent_sessions(&self, limit: i64) -> anyhow::Result<Vec<Value>> {
+        let rows = sqlx::query("SELECT * FROM sessions ORDER BY id DESC LIMIT ?")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "sessionId": r.get::<i64, _>("id"),
+                    "path": r.get::<String, _>("path"),
+                    "role": r.get::<String, _>("role"),
+                    "startedAt": r.get::<String, _>("started_at"),
+                    "connectedAt": r.get::<Option<String>, _>("connected_at"),
+                    "endedAt": r.get::<Option<String>, _>("ended_at"),
+                    "endReason": r.get::<Option<String>, _>("end_reason"),
+                })
+            })
+            .collect())
+    }
+
+    /// Outage intervals, newest first; `endedAt: null` is an outage in progress.
+    pub async fn outages(&self, limit: i64) -> anyhow::Result<Vec<Value>> {
+        let rows = sqlx::query("SELECT * FROM outages ORDER BY id DESC LIMIT ?")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(outage_json).collect())
+    }
+
+    /// The outages in progress, however old (at most one per source).
+    pub async fn open_outages(&self) -> anyhow::Result<Vec<Value>> {
+        let rows = sqlx::query("SELECT * FROM outages WHERE ended_at IS NULL ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(outage_json).collect())
+    }
+
+    /// Time of the last archived reception of each source.
+    pub async fn last_receptions(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let rows = sqlx::query("SELECT source, MAX(received_at) AS at FROM deliveries WHERE source IS NOT NULL GROUP BY source")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("source"), r.get("at")))
+            .collect())
+    }
+
+    /// The most recent distinct payloads of a channel (its `source`, or one of the `type` tags it claims, so a
+    /// channel about to be added has the frames archived as ignored), for a decoder's canary.
+    pub async fn canary_payloads(
+        &self,
+        source: &str,
+        claims: &[String],
+        limit: i64,
+    ) -> anyhow::Result<Vec<ArchivedUnit>> {
+        let placeholders = vec!["?"; claims.len().max(1)].join(", ");
+        let sql = format!(
+            "SELECT d.id, d.received_at, d.unit_index, d.type_tag, d.source, p.bytes FROM deliveries d \
+             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
+             WHERE d.id IN (SELECT MAX(id) FROM deliveries WHERE source = ? OR type_tag IN ({placeholders}) \
+                            GROUP BY raw_sha256, unit_index) \
+             ORDER BY d.id DESC LIMIT ?"
+        );
+        let mut query = sqlx::query(&sql).bind(source);
+        if claims.is_empty() {
+            query = query.bind(None::<String>);
+        }
+        for claim in claims {
+            query = query.bind(claim);
+        }
+        let rows = query.bind(limit).fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(archived_unit).collect())
+    }
+
+    /// Unparsed deliveries not yet recovered, by increasing id after `after`, optionally of one source and
+    /// within a reception-time range (RFC 3339, inclusive start, exclusive end).
+    pub async fn unparsed_deliveries(
+        &self,
+        filter: &UnparsedFilter,
+        after: i64,
+        limit: i64,
+    ) -> anyhow::Result<Vec<ArchivedUnit>> {
+        let rows = sqlx::query(&format!(
+            "SELECT d.id, d.received_at, d.unit_index, d.type_tag, d.source, p.bytes FROM deliveries d \
+             JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
+             WHERE d.id > ? AND {STILL_UNPARSED} ORDER BY d.id LIMIT ?"
+        ))
+        .bind(after)
+        .bind(&filter.source)
+        .bind(&filter.source)
+        .bind(&filter.since)
+        .bind(&filter.since)
+        .bind(&filter.until)
+        .bind(&filter.until)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(archived_unit).collect())
+    }
+
+    /// How many deliveries [`Store::unparsed_deliveries`] would go through.
+    pub async fn count_unparsed(&self, filter: &UnparsedFilter) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM deliveries d WHERE {STILL_UNPARSED}"
+        ))
+        .bind(&filter.source)
+        .bind(&filter.source)
+        .bind(&filter.since)
+        .bind(&filter.since)
+        .bind(&filter.until)
+        .bind(&filter.until)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    pub async fn counter(&self, name: &str) -> anyhow::Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE((SELECT value FROM counters WHERE name = ?), 0)")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+}
+
+type ScalarQuery<'q> =
+    sqlx::query::QueryScalar<'q, sqlx::Sqlite, i64, sqlx::sqlite::SqliteArguments<'q>>;
+type PlainQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+
+fn bind_value<'q>(query: ScalarQuery<'q>, value: &Value) -> ScalarQuery<'q> {
+    match value {
+        Value::Number(n) if n.is_i64() => query.bind(n.as_i64()),
+        Value::Number(n) => query.bind(n.as_f64()),
+        other => query.bind(other.as_str().unwrap_or_default().to_string()),
+    }
+}
+
+fn bind_value_query<'q>(query: PlainQuery<'q>, value: &Value) -> PlainQuery<'q> {
+    match value {
+        Value::Number(n) if n.is_i64() => query.bind(n.as_i64()),
+        Value::Number(n) => query.bind(n.as_f64()),
+        other => query.bind(other.as_str().unwrap_or_default().to_string()),
+    }
+}

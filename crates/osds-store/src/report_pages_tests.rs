@@ -1,0 +1,67 @@
+//! `Store::reports_after` across cache blocks: every page equals the same range read straight from the archive,
+//! cold and warm, with a budget that holds everything and one that holds a single block.
+
+use crate::ReportItem;
+use crate::report_cache::BLOCK_IDS;
+use crate::test_archive::archive;
+
+const VERSIONS: i64 = 2 * BLOCK_IDS + 500;
+
+fn ids_and_text(items: &[ReportItem]) -> Vec<(i64, String)> {
+    items
+        .iter()
+        .map(|item| (item.id, item.json.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn pages_equal_the_archive_across_blocks_cold_and_warm() {
+    let (store, _writer, dir) = archive("report-pages", VERSIONS).await;
+    let high_water = store.high_water().await.unwrap();
+    assert_eq!(high_water, VERSIONS);
+    let one_block = store.reports_after(0, BLOCK_IDS - 1).await.unwrap();
+    let one_block_bytes = store.report_cache().bytes();
+    assert_eq!(
+        one_block.items.len() as i64,
+        BLOCK_IDS - 1,
+        "block 0 holds ids 1..=1023 (no id 0)"
+    );
+    for budget in [usize::MAX, one_block_bytes, 0] {
+        store.report_cache().set_budget(0);
+        store.report_cache().set_budget(budget);
+        for pass in ["cold", "warm"] {
+            for after in [
+                0,
+                1,
+                1022,
+                1023,
+                1024,
+                1500,
+                2047,
+                2048,
+                2500,
+                VERSIONS - 1,
+                VERSIONS,
+                VERSIONS + 5,
+            ] {
+                for limit in [1, 7, 1000] {
+                    let page = store.reports_after(after, limit).await.unwrap();
+                    let expected = store
+                        .reports_between(after, high_water, limit)
+                        .await
+                        .unwrap();
+                    assert_eq!(
+                        ids_and_text(&page.items),
+                        ids_and_text(&expected),
+                        "after {after}, limit {limit}, budget {budget}, {pass}"
+                    );
+                    let last = expected.last().map_or(after, |item| item.id);
+                    assert_eq!(page.next_cursor, last);
+                    assert_eq!(page.high_water, high_water);
+                }
+            }
+            assert!(store.report_cache().bytes() <= budget);
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

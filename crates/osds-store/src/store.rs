@@ -1,0 +1,76 @@
+//! The archive's handles: [`Store`] (reads, through a pool) and [`open`], which also returns the single writer.
+
+use crate::counts::CountedAt;
+use crate::report_cache::{self, ReportCache};
+use crate::writer::Writer;
+use anyhow::Context;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{ConnectOptions, SqlitePool};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The archive when none is configured: a file under `./data/`, created with its folder on first use.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/osds.db";
+
+/// Rows a read connection's worker thread may run ahead of the task reading them. sqlx's default (50) makes a
+/// cache block of 1,024 report versions a ping-pong of thread wake-ups; a whole block fits in this.
+const ROW_BUFFER: usize = report_cache::BLOCK_IDS as usize;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Read access to the archive.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) pool: SqlitePool,
+    /// The last archive counts and the newest ids they were counted at (see `Store::archive_counts`).
+    pub(crate) counts: std::sync::Arc<std::sync::Mutex<Option<CountedAt>>>,
+    /// Rendered report versions below the horizon (see `report_cache.rs`).
+    pub(crate) reports: std::sync::Arc<ReportCache>,
+}
+
+/// Opens (creating when missing) the database at `url`, runs the migrations, and returns the read side and the
+/// single writer.
+pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
+    let options = SqliteConnectOptions::from_str(url)
+        .with_context(|| format!("database url `{url}`"))?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(10))
+        .disable_statement_logging();
+    if let Some(parent) = options
+        .get_filename()
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("create database directory {}", parent.display()))?;
+    }
+    let mut write_conn = options
+        .connect()
+        .await
+        .with_context(|| format!("open database {url}"))?;
+    MIGRATOR
+        .run(&mut write_conn)
+        .await
+        .context("run database migrations")?;
+    let pool = SqlitePoolOptions::new()
+        .max_connections(8)
+        .connect_with(options.clone().read_only(true).row_buffer_size(ROW_BUFFER))
+        .await
+        .context("open database read pool")?;
+    let checkpoint_conn = options
+        .connect()
+        .await
+        .with_context(|| format!("open database {url} for checkpoints"))?;
+    let writer = Writer::new(write_conn, checkpoint_conn).await?;
+    Ok((
+        Store {
+            pool,
+            counts: Default::default(),
+            reports: Default::default(),
+        },
+        writer,
+    ))
+}

@@ -1,0 +1,658 @@
+//! The single writer. Every insert happens here, in transactions whose commit is durable before the caller
+//! learns the new high-water mark (DESIGN.md: durability before visibility).
+
+use crate::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT_PAGES};
+use crate::statements::Statements;
+use anyhow::Context;
+use osds_time::{beijing_month, now_rfc3339, parse_ms};
+use sha2::{Digest, Sha256};
+use sqlx::{Connection, Row, SqliteConnection};
+use std::collections::BTreeSet;
+use wolfx_core::Report;
+
+/// Write transactions take the write lock up front: a deferred one that read first could not upgrade after
+/// another process (`osds reparse`, `osds backup`) committed, and SQLite would refuse it without waiting.
+pub(super) const WRITE_TRANSACTION: &str = "BEGIN IMMEDIATE";
+
+/// Revisions above this are not expanded into a missing-revisions list (a garbage `ReportNum` must not make a
+/// list of millions).
+const MISSING_REVISIONS_SCAN_LIMIT: i64 = 1000;
+
+/// One received frame, routed and decoded, ready to archive.
+#[derive(Debug, Clone)]
+pub struct Incoming {
+    pub session_id: i64,
+    pub received_at: String,
+    pub frame: Vec<u8>,
+    pub marker: &'static str,
+    pub units: Vec<UnitRecord>,
+}
+
+/// One decodable unit of a frame (the frame itself, or an element of a JSON-array frame).
+#[derive(Debug, Clone)]
+pub struct UnitRecord {
+    pub unit_index: i64,
+    pub type_tag: Option<String>,
+    pub kind: UnitKind,
+}
+
+#[derive(Debug, Clone)]
+pub enum UnitKind {
+    /// Decoded to a report. `identity` is the SHA-256 of the unit's canonical JSON without `type`.
+    Report {
+        source: String,
+        identity: String,
+        report: Box<Report>,
+        decoder_name: String,
+        decoder_sha256: String,
+    },
+    /// Could not be decoded; kept and counted as unparsed.
+    Unparsed {
+        source: Option<String>,
+        decoder: Option<String>,
+        error_kind: String,
+        message: String,
+    },
+    /// A channel this service does not archive; kept and counted as ignored.
+    Ignored,
+}
+
+/// What one ingest transaction did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct IngestSummary {
+    pub new_versions: Vec<i64>,
+    pub duplicates: usize,
+    pub unparsed: usize,
+    pub ignored: usize,
+    /// Highest report id after the commit.
+    pub high_water: i64,
+}
+
+/// An archived delivery that a later decoder turned into a report (see `osds reparse`).
+#[derive(Debug, Clone)]
+pub struct Recovered {
+    pub delivery_id: i64,
+    pub received_at: String,
+    pub source: String,
+    /// SHA-256 of the unit's canonical JSON without `type`.
+    pub identity: String,
+    pub report: Box<Report>,
+    pub decoder_name: String,
+    pub decoder_sha256: String,
+}
+
+/// What one recovery transaction did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RecoverySummary {
+    pub new_versions: Vec<i64>,
+    /// Recovered units whose version was archived already (from another delivery).
+    pub duplicates: usize,
+}
+
+pub struct Writer {
+    pub(super) conn: SqliteConnection,
+    high_water: i64,
+    pub(super) checkpoints: Checkpointer,
+}
+
+impl Writer {
+    /// The writer on `conn`, with WAL checkpoints moved off its commits onto `checkpoint_conn`.
+    pub(super) async fn new(
+        mut conn: SqliteConnection,
+        checkpoint_conn: SqliteConnection,
+    ) -> anyhow::Result<Writer> {
+        sqlx::query(&format!(
+            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"
+        ))
+        .execute(&mut conn)
+        .await?;
+        let high_water: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
+            .fetch_one(&mut conn)
+            .await?;
+        Ok(Writer {
+            conn,
+            high_water,
+            checkpoints: Checkpointer::spawn(checkpoint_conn),
+        })
+    }
+
+    pub fn high_water(&self) -> i64 {
+        self.high_water
+    }
+
+    /// Archives a batch of frames in one durable transaction (group commit).
+    pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
+        let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;
+        let mut summary = IngestSummary::default();
+        for incoming in batch {
+            let raw_sha256 = hex::encode(Sha256::digest(&incoming.frame));
+            // The payload goes in with the first unit's statements (units are written one after another:
+            // each one's context must see the one before).
+            let mut pending = Statements::default();
+            pending
+                .push("INSERT OR IGNORE INTO raw_payloads (sha256, bytes, size, first_seen_at) VALUES (?, ?, ?, ?)")
+                .bind(raw_sha256.clone())
+                .bind(incoming.frame.clone())
+                .bind(incoming.frame.len() as i64)
+                .bind(incoming.received_at.clone());
+            for unit in &incoming.units {
+                let statements = std::mem::take(&mut pending);
+                archive_unit(
+                    &mut tx,
+                    statements,
+                    incoming,
+                    &raw_sha256,
+                    unit,
+                    &mut summary,
+                )
+                .await?;
+            }
+            pending.execute(&mut tx).await?;
+        }
+        tx.commit().await.context("commit ingest transaction")?;
+        self.checkpoints.committed(batch.len());
+        if let Some(&last) = summary.new_versions.last() {
+            self.high_water = self.high_water.max(last);
+        }
+        summary.high_water = self.high_water;
+        Ok(summary)
+    }
+
+    /// Appends the versions recovered from unparsed deliveries in one durable transaction. The deliveries
+    /// themselves are never touched; each recovery is a `reparses` row. A delivery recovered before is skipped.
+    pub async fn recover(&mut self, items: &[Recovered]) -> anyhow::Result<RecoverySummary> {
+        let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;
+        let mut summary = RecoverySummary::default();
+        let now = now_rfc3339();
+        for item in items {
+            let done: Option<i64> =
+                sqlx::query_scalar("SELECT 1 FROM reparses WHERE delivery_id = ?")
+                    .bind(item.delivery_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if done.is_some() {
+                continue;
+            }
+            let event_key = event_key(&item.source, &item.report.event_id);
+            let context =
+                VersionContext::read(&mut tx, &item.source, &item.identity, &event_key).await?;
+            let mut statements = Statements::default();
+            let (report_id, outcome) = match context.existing {
+                Some(id) => {
+                    summary.duplicates += 1;
+                    (id, "duplicate")
+                }
+                None => {
+                    let id = context.next_id;
+                    store_version(
+                        &mut statements,
+                        &context,
+                        &NewVersion {
+                            id,
+                            delivery: DeliveryId::Known(item.delivery_id),
+                            event_key: &event_key,
+                            source: &item.source,
+                            identity: &item.identity,
+                            report: &item.report,
+                            received_at: &item.received_at,
+                            decoder_name: &item.decoder_name,
+                            decoder_sha256: &item.decoder_sha256,
+                        },
+                    )?;
+                    summary.new_versions.push(id);
+                    (id, "new-version")
+                }
+            };
+            statements
+                .push(
+                    "INSERT INTO reparses (delivery_id, report_id, event_key, outcome, decoder, reparsed_at) \
+                     VALUES (?, ?, ?, ?, ?, ?)",
+                )
+                .bind(item.delivery_id)
+                .bind(report_id)
+                .bind(event_key)
+                .bind(outcome)
+                .bind(format!("{}@{}", item.decoder_name, item.decoder_sha256))
+                .bind(now.clone());
+            statements.execute(&mut tx).await?;
+        }
+        tx.commit().await.context("commit recovery transaction")?;
+        self.checkpoints.committed(items.len());
+        if let Some(&last) = summary.new_versions.last() {
+            self.high_water = self.high_water.max(last);
+        }
+        Ok(summary)
+    }
+
+    /// Re-reads the highest report id: another process (`osds reparse`) may have appended versions.
+    /// Returns the new horizon when it moved.
+    pub async fn refresh_high_water(&mut self) -> anyhow::Result<Option<i64>> {
+        let current: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
+            .fetch_one(&mut self.conn)
+            .await?;
+        if current > self.high_water {
+            self.high_water = current;
+            return Ok(Some(current));
+        }
+        Ok(None)
+    }
+
+    pub async fn open_session(&mut self, path: &str, role: &str, url: &str) -> anyhow::Result<i64> {
+        let id =
+            sqlx::query("INSERT INTO sessions (path, role, url, started_at) VALUES (?, ?, ?, ?)")
+                .bind(path)
+                .bind(role)
+                .bind(url)
+                .bind(now_rfc3339())
+                .execute(&mut self.conn)
+                .await?
+                .last_insert_rowid();
+        Ok(id)
+    }
+
+    pub async fn session_connected(&mut self, id: i64) -> anyhow::Result<()> {
+        sqlx::query("UPDATE sessions SET connected_at = ? WHERE id = ?")
+            .bind(now_rfc3339())
+            .bind(id)
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn session_ended(&mut self, id: i64, reason: &str) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+        )
+        .bind(now_rfc3339())
+        .bind(reason)
+        .bind(id)
+        .execute(&mut self.conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Sessions left open by a previous run that stopped without closing them.
+    pub async fn close_stale_sessions(&mut self) -> anyhow::Result<()> {
+        sqlx::query("UPDATE sessions SET ended_at = ?, end_reason = 'service stopped' WHERE ended_at IS NULL")
+            .bind(now_rfc3339())
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Starts an outage of `source` unless one is already open (an outage survives a restart of the service).
+    pub async fn outage_begin(&mut self, source: &str, reason: &str) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO outages (source, started_at, reason) SELECT ?, ?, ? \
+             WHERE NOT EXISTS (SELECT 1 FROM outages WHERE source = ? AND ended_at IS NULL)",
+        )
+        .bind(source)
+        .bind(now_rfc3339())
+        .bind(reason)
+        .bind(source)
+        .execute(&mut self.conn)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn outage_end(&mut self, source: &str) -> anyhow::Result<()> {
+        sqlx::query("UPDATE outages SET ended_at = ? WHERE source = ? AND ended_at IS NULL")
+            .bind(now_rfc3339())
+            .bind(source)
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn add_counter(&mut self, name: &str, by: i64) -> anyhow::Result<()> {
+        sqlx::query("INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
+            .bind(name)
+            .bind(by)
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Archives one unit: reads its version's context if it is a report, then runs `statements` (what the frame
+/// still had to write) and the unit's own in one round trip.
+async fn archive_unit(
+    tx: &mut SqliteConnection,
+    mut statements: Statements,
+    incoming: &Incoming,
+    raw_sha256: &str,
+    unit: &UnitRecord,
+    summary: &mut IngestSummary,
+) -> anyhow::Result<()> {
+    let delivery = |outcome: &'static str| Delivery {
+        incoming,
+        raw_sha256,
+        unit,
+        outcome,
+        source: None,
+        report_id: None,
+        event_key: None,
+        decoder: None,
+        error_kind: None,
+        error_message: None,
+    };
+    match &unit.kind {
+        UnitKind::Ignored => {
+            delivery("ignored").push(&mut statements);
+            summary.ignored += 1;
+        }
+        UnitKind::Unparsed {
+            source,
+            decoder,
+            error_kind,
+            message,
+        } => {
+            Delivery {
+                source: source.clone(),
+                decoder: decoder.clone(),
+                error_kind: Some(error_kind.clone()),
+                error_message: Some(message.clone()),
+                ..delivery("unparsed")
+            }
+            .push(&mut statements);
+            summary.unparsed += 1;
+        }
+        UnitKind::Report {
+            source,
+            identity,
+            report,
+            decoder_name,
+            decoder_sha256,
+        } => {
+            let event_key = event_key(source, &report.event_id);
+            let context = VersionContext::read(tx, source, identity, &event_key).await?;
+            let (outcome, report_id) = match context.existing {
+                Some(id) => ("duplicate", id),
+                None => ("new-version", context.next_id),
+            };
+            Delivery {
+                source: Some(source.clone()),
+                report_id: Some(report_id),
+                event_key: Some(event_key.clone()),
+                decoder: Some(format!("{decoder_name}@{decoder_sha256}")),
+                ..delivery(outcome)
+            }
+            .push(&mut statements);
+            if context.existing.is_some() {
+                summary.duplicates += 1;
+            } else {
+                store_version(
+                    &mut statements,
+                    &context,
+                    &NewVersion {
+                        id: report_id,
+                        delivery: DeliveryId::JustInserted,
+                        event_key: &event_key,
+                        source,
+                        identity,
+                        report,
+                        received_at: &incoming.received_at,
+                        decoder_name,
+                        decoder_sha256,
+                    },
+                )?;
+                summary.new_versions.push(report_id);
+            }
+        }
+    }
+    statements.execute(tx).await
+}
+
+/// A `deliveries` row: the frame's reception columns and what became of the unit.
+struct Delivery<'a> {
+    incoming: &'a Incoming,
+    raw_sha256: &'a str,
+    unit: &'a UnitRecord,
+    outcome: &'static str,
+    source: Option<String>,
+    report_id: Option<i64>,
+    event_key: Option<String>,
+    decoder: Option<String>,
+    error_kind: Option<String>,
+    error_message: Option<String>,
+}
+
+impl Delivery<'_> {
+    fn push(self, statements: &mut Statements) {
+        statements
+            .push(
+                "INSERT INTO deliveries (session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, outcome, \
+                 report_id, event_key, decoder, error_kind, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(self.incoming.session_id)
+            .bind(self.incoming.received_at.clone())
+            .bind(self.raw_sha256.to_string())
+            .bind(self.unit.unit_index)
+            .bind(self.unit.type_tag.clone())
+            .bind(self.source)
+            .bind(self.incoming.marker)
+            .bind(self.outcome)
+            .bind(self.report_id)
+            .bind(self.event_key)
+            .bind(self.decoder)
+            .bind(self.error_kind)
+            .bind(self.error_message);
+    }
+}
+
+/// Stable event id: the first 16 bytes of SHA-256 of `<source>:<eventId>`, as 32 lowercase hex digits.
+pub fn event_key(source: &str, event_id: &str) -> String {
+    let digest = Sha256::digest(format!("{source}:{event_id}").as_bytes());
+    hex::encode(&digest[..16])
+}
+
+/// The delivery a new version came in.
+enum DeliveryId {
+    /// Archived before (a recovery).
+    Known(i64),
+    /// Inserted by the statement just before the version's, in the same batch.
+    JustInserted,
+}
+
+/// A report version about to be stored.
+struct NewVersion<'a> {
+    id: i64,
+    delivery: DeliveryId,
+    event_key: &'a str,
+    source: &'a str,
+    identity: &'a str,
+    report: &'a Report,
+    received_at: &'a str,
+    decoder_name: &'a str,
+    decoder_sha256: &'a str,
+}
+
+/// What the archive holds about a unit's version and its event, read in one query inside the write
+/// transaction (so ids increase in commit order).
+struct VersionContext {
+    /// The version already archived with this identity in this channel, if any.
+    existing: Option<i64>,
+    /// The next cursor id.
+    next_id: i64,
+    /// Revisions archived for the event so far.
+    revisions: BTreeSet<i64>,
+    /// The event's summary row, if the event is known.
+    event: Option<EventRow>,
+}
+
+struct EventRow {
+    latest_revision: i64,
+    origin_at: Option<String>,
+    sort_ms: i64,
+    upstream_ids: String,
+}
+
+impl VersionContext {
+    async fn read(
+        tx: &mut SqliteConnection,
+        source: &str,
+        identity: &str,
+        event_key: &str,
+    ) -> anyhow::Result<VersionContext> {
+        let row = sqlx::query(
+            "SELECT (SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?) AS existing, \
+             (SELECT COALESCE(MAX(id), 0) + 1 FROM reports) AS next_id, \
+             (SELECT group_concat(DISTINCT revision) FROM reports WHERE event_key = ?) AS revisions, \
+             e.id AS event_id, e.latest_revision, e.origin_at, e.sort_ms, e.upstream_ids \
+             FROM (SELECT 1) LEFT JOIN events e ON e.id = ?",
+        )
+        .bind(source)
+        .bind(identity)
+        .bind(event_key)
+        .bind(event_key)
+        .fetch_one(&mut *tx)
+        .await?;
+        let revisions = row
+            .get::<Option<String>, _>("revisions")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|r| r.parse().ok())
+            .collect();
+        let event = row.get::<Option<String>, _>("event_id").map(|_| EventRow {
+            latest_revision: row.get("latest_revision"),
+            origin_at: row.get("origin_at"),
+            sort_ms: row.get("sort_ms"),
+            upstream_ids: row.get("upstream_ids"),
+        });
+        Ok(VersionContext {
+            existing: row.get("existing"),
+            next_id: row.get("next_id"),
+            revisions,
+            event,
+        })
+    }
+}
+
+/// Adds the version's insert and its event's update to `statements`.
+fn store_version(
+    statements: &mut Statements,
+    context: &VersionContext,
+    v: &NewVersion<'_>,
+) -> anyhow::Result<()> {
+    let delivery = match v.delivery {
+        DeliveryId::Known(_) => "?",
+        DeliveryId::JustInserted => "last_insert_rowid()",
+    };
+    statements.push(&format!(
+        "INSERT INTO reports (id, event_key, source, identity_sha256, delivery_id, received_at, event_id, upstream_event_id, \
+         revision, issued_at, origin_at, epicenter, magnitude, report_json, decoder_name, decoder_sha256) \
+         VALUES (?, ?, ?, ?, {delivery}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ));
+    statements
+        .bind(v.id)
+        .bind(v.event_key.to_string())
+        .bind(v.source.to_string())
+        .bind(v.identity.to_string());
+    if let DeliveryId::Known(id) = v.delivery {
+        statements.bind(id);
+    }
+    statements
+        .bind(v.received_at.to_string())
+        .bind(v.report.event_id.clone())
+        .bind(v.report.upstream_event_id.clone())
+        .bind(v.report.revision)
+        .bind(v.report.issued_at.clone())
+        .bind(v.report.origin_at.clone())
+        .bind(v.report.epicenter.clone())
+        .bind(v.report.magnitude)
+        .bind(serde_json::to_string(v.report)?)
+        .bind(v.decoder_name.to_string())
+        .bind(v.decoder_sha256.to_string());
+    upsert_event(statements, context, v)
+}
+
+/// Brings the event's summary row up to date with a newly archived version.
+fn upsert_event(
+    statements: &mut Statements,
+    context: &VersionContext,
+    v: &NewVersion<'_>,
+) -> anyhow::Result<()> {
+    let report = v.report;
+    let mut revisions = context.revisions.clone();
+    revisions.insert(report.revision);
+    let top = revisions.last().copied().unwrap_or(report.revision);
+    let missing: Vec<i64> = (1..=top.min(MISSING_REVISIONS_SCAN_LIMIT))
+        .filter(|r| !revisions.contains(r))
+        .collect();
+    let missing = serde_json::to_string(&missing)?;
+    match &context.event {
+        None => {
+            let origin_ms = report.origin_at.as_deref().and_then(parse_ms);
+            let sort_ms = origin_ms.or_else(|| parse_ms(v.received_at)).unwrap_or(0);
+            statements
+                .push(
+                    "INSERT INTO events (id, source, source_event_id, origin_at, origin_ms, sort_ms, month, latest_report_id, \
+                     latest_revision, report_count, missing_revisions, epicenter, magnitude, upstream_ids, first_report_id, last_report_id) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(v.event_key.to_string())
+                .bind(v.source.to_string())
+                .bind(report.event_id.clone())
+                .bind(report.origin_at.clone())
+                .bind(origin_ms)
+                .bind(sort_ms)
+                .bind(beijing_month(sort_ms))
+                .bind(v.id)
+                .bind(report.revision)
+                .bind(missing)
+                .bind(report.epicenter.clone())
+                .bind(report.magnitude)
+                .bind(report.upstream_event_id.clone())
+                .bind(v.id)
+                .bind(v.id);
+        }
+        Some(event) => {
+            let mut origin_at = event.origin_at.clone();
+            let mut sort_ms = event.sort_ms;
+            let mut upstream_ids = event.upstream_ids.clone();
+            // The latest report is the highest revision; a new version of that revision supersedes the older one.
+            let becomes_latest = report.revision >= event.latest_revision;
+            if becomes_latest && report.origin_at.is_some()
+                || origin_at.is_none() && report.origin_at.is_some()
+            {
+                origin_at = report.origin_at.clone();
+                sort_ms = origin_at.as_deref().and_then(parse_ms).unwrap_or(sort_ms);
+            }
+            if !upstream_ids
+                .split(' ')
+                .any(|id| id == report.upstream_event_id)
+            {
+                upstream_ids.push(' ');
+                upstream_ids.push_str(&report.upstream_event_id);
+            }
+            let origin_ms = origin_at.as_deref().and_then(parse_ms);
+            statements
+                .push(
+                    "UPDATE events SET origin_at = ?, origin_ms = ?, sort_ms = ?, month = ?, report_count = report_count + 1, \
+                     missing_revisions = ?, upstream_ids = ?, last_report_id = ?, \
+                     latest_report_id = CASE WHEN ? THEN ? ELSE latest_report_id END, \
+                     latest_revision = CASE WHEN ? THEN ? ELSE latest_revision END, \
+                     epicenter = CASE WHEN ? THEN ? ELSE epicenter END, \
+                     magnitude = CASE WHEN ? THEN ? ELSE magnitude END \
+                     WHERE id = ?",
+                )
+                .bind(origin_at)
+                .bind(origin_ms)
+                .bind(sort_ms)
+                .bind(beijing_month(sort_ms))
+                .bind(missing)
+                .bind(upstream_ids)
+                .bind(v.id)
+                .bind(becomes_latest)
+                .bind(v.id)
+                .bind(becomes_latest)
+                .bind(report.revision)
+                .bind(becomes_latest)
+                .bind(report.epicenter.clone())
+                .bind(becomes_latest)
+                .bind(report.magnitude)
+                .bind(v.event_key.to_string());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,419 @@
+//! `osds simulate SCENARIO`: a synthetic earthquake with known truth, run end to end. The scenario's frames
+//! are rendered as monitor-layout GIFs and served over a local HTTP server in the kmoni layout; the real
+//! fetcher reads them, the detector runs, the shaper component shapes, the archive stores, and each report is
+//! printed as it is issued. With `--serve-images` it is only the image server, in real time, for an
+//! `osds serve --hyp-source kmoni` to follow. The scenarios are modelled on real earthquakes (JMA catalogue
+//! hypocentres: Noto 2024, Iburi 2018, Kumamoto 2016, Fukushima-oki 2022).
+
+use anyhow::Context;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use osds_detector::detector::{DetectorConfig, Station};
+use osds_detector::kmoni::{self, Layer, SURFACE_INTENSITY};
+use osds_detector::stations::Network;
+use osds_detector::synthetic::{Faults, Quake, frames, grid_network};
+use osds_runtime::{Limits, Runtime, ShaperComponent};
+use osds_server::hyp::runner::Runner;
+use osds_server::hyp::source::Schedule;
+use osds_store as store;
+use osds_time::now_ms;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// 2024 Noto: 37.495N 137.270E, 16 km, Mj 7.6.
+    Noto,
+    /// 2018 Iburi: 42.690N 142.007E, 37 km, Mj 6.7.
+    Iburi,
+    /// 2016 Kumamoto foreshock: 32.742N 130.808E, 11 km, Mj 6.5.
+    Kumamoto,
+    /// 2022 Fukushima-oki: 37.7N 141.6E, 57 km, Mj 7.4, seen only from land (one-sided).
+    FukushimaOki,
+    /// Two moderate earthquakes 300 km apart at the same time.
+    TwoEvents,
+    /// No earthquake: a stuck station, a lone spike and dropouts.
+    Quiet,
+    /// An earthquake whose frames stop for 20 s mid-event.
+    Gap,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimulatedNetwork {
+    /// A 20 km grid of synthetic stations around the scenario.
+    Synthetic,
+    /// The shipped K-NET/KiK-net stations with their monitor pixels.
+    Shipped,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    pub scenario: Scenario,
+    /// The archive the reports go to.
+    #[arg(
+        long,
+        env = "OSDS_DATABASE_URL",
+        default_value = osds_store::DEFAULT_DATABASE_URL
+    )]
+    pub database_url: String,
+    /// Seconds of frames to run.
+    #[arg(long, default_value_t = 150)]
+    pub seconds: u64,
+    /// Seed of the noise and dropouts.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Do not run the detector: serve the scenario's images at this address in real time (frame n is the
+    /// observation second n seconds after start, available one second later), until stopped.
+    #[arg(long, value_name = "ADDR")]
+    pub serve_images: Option<SocketAddr>,
+    /// The stations the scenario is observed by: a synthetic 20 km grid around it, or the shipped K-NET/KiK-net
+    /// table at its real monitor pixels (what `osds serve` reads by default).
+    #[arg(long, value_enum, default_value_t = SimulatedNetwork::Synthetic)]
+    pub network: SimulatedNetwork,
+    /// Write the scenario's station table (the CSV `--stations` reads) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub write_stations: Option<PathBuf>,
+    /// With --serve-images: the images of LAYER become available SECONDS late (LAYER=SECONDS, repeatable),
+    /// as when the live fetch misses them and a backfill finds them later.
+    #[arg(long, value_name = "LAYER=SECONDS", value_parser = parse_late)]
+    pub late: Vec<(Layer, u64)>,
+    /// With --serve-images: seconds from start until the scenario's first observation second.
+    #[arg(long, default_value_t = 10)]
+    pub lead_secs: u64,
+}
+
+fn parse_late(text: &str) -> Result<(Layer, u64), String> {
+    let (layer, seconds) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}`: expected LAYER=SECONDS, e.g. acmap_s=30"))?;
+    let seconds = seconds
+        .parse()
+        .map_err(|_| format!("`{seconds}` is not a number of seconds"))?;
+    Ok((Layer::parse(layer)?, seconds))
+}
+
+/// The layers a scenario renders.
+const LAYERS: [&str; 2] = ["jma_s", "acmap_s"];
+
+/// Unix ms of the anchor's origin (JST wall clock as given in hyp.md).
+fn jst_ms(text: &str) -> i64 {
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+        .map(|t| t.and_utc().timestamp_millis() - 9 * 3_600_000)
+        .unwrap_or(0)
+}
+
+/// The quakes (origin in seconds after the first frame), the network, the faults, the clock of frame 0 and
+/// the frames to drop (a gap).
+struct Setup {
+    quakes: Vec<Quake>,
+    stations: Vec<Station>,
+    faults: Faults,
+    start_ms: i64,
+    gap: Option<std::ops::Range<u64>>,
+}
+
+fn setup(scenario: Scenario) -> Setup {
+    let quake = |lat, lon, depth, mw| Quake {
+        latitude: lat,
+        longitude: lon,
+        depth_km: depth,
+        mw,
+        origin: 5.0,
+    };
+    let (quakes, centre, keep_land, start): (Vec<Quake>, (f64, f64), bool, &str) = match scenario {
+        Scenario::Noto => (
+            vec![quake(37.495, 137.270, 16.0, 7.4)],
+            (37.2, 137.4),
+            false,
+            "2024-01-01 16:10:17.5",
+        ),
+        Scenario::Iburi => (
+            vec![quake(42.690, 142.007, 37.0, 6.5)],
+            (42.9, 142.2),
+            false,
+            "2018-09-06 03:07:54.3",
+        ),
+        Scenario::Kumamoto => (
+            vec![quake(32.742, 130.808, 11.0, 6.3)],
+            (32.9, 130.7),
+            false,
+            "2016-04-14 21:26:29.4",
+        ),
+        Scenario::FukushimaOki => (
+            vec![quake(37.7, 141.6, 57.0, 7.2)],
+            (37.7, 140.4),
+            true,
+            "2022-03-16 23:35:55.0",
+        ),
+        Scenario::TwoEvents => (
+            vec![quake(35.0, 135.0, 10.0, 6.0), quake(35.0, 138.3, 10.0, 6.0)],
+            (35.0, 136.65),
+            false,
+            "2026-11-22 10:00:00.0",
+        ),
+        Scenario::Quiet => (Vec::new(), (35.0, 135.0), false, "2026-11-22 10:00:00.0"),
+        Scenario::Gap => (
+            vec![quake(35.0, 135.0, 10.0, 6.0)],
+            (35.0, 135.1),
+            false,
+            "2026-11-22 10:00:00.0",
+        ),
+    };
+    let radius = if scenario == Scenario::TwoEvents {
+        260.0
+    } else {
+        200.0
+    };
+    let positions = grid_network(centre.0, centre.1, radius, 20.0, |_, lon| {
+        !keep_land || lon < 141.0
+    });
+    let stations = positions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| Station {
+            code: format!("SYN{i:04}"),
+            name: Some(format!("synthetic {i}")),
+            latitude: p.latitude,
+            longitude: p.longitude,
+        })
+        .collect();
+    let faults = match scenario {
+        Scenario::Quiet => Faults {
+            stuck: vec![(3, 4.0)],
+            spike: vec![(40, 20, 5.0)],
+            dropout: 0.05,
+            ..Faults::default()
+        },
+        _ => Faults {
+            dropout: 0.02,
+            ..Faults::default()
+        },
+    };
+    Setup {
+        quakes,
+        stations,
+        faults,
+        // Observation seconds are whole seconds.
+        start_ms: jst_ms(start) / 1000 * 1000,
+        gap: (scenario == Scenario::Gap).then_some(25..45),
+    }
+}
+
+/// The scenario's network: every station on its own pixel (a station whose pixel is taken is left out).
+fn network(stations: &[Station]) -> Network {
+    let mut network = Network::default();
+    let mut taken = std::collections::HashSet::new();
+    for station in stations {
+        let pixel = kmoni::synthetic_pixel(station.latitude, station.longitude);
+        if taken.insert(pixel) {
+            network.stations.push(station.clone());
+            network.pixels.push(pixel);
+        }
+    }
+    network
+}
+
+fn station_table(network: &Network) -> String {
+    let mut csv = String::from("network,code,name,region,suspended,lat,lon,img_x,img_y\n");
+    for (s, (x, y)) in network.stations.iter().zip(&network.pixels) {
+        csv.push_str(&format!(
+            "SYN,{},{},synthetic,0,{:.4},{:.4},{x},{y}\n",
+            s.code,
+            s.name.clone().unwrap_or_default(),
+            s.latitude,
+            s.longitude
+        ));
+    }
+    csv
+}
+
+/// A rough synthetic relation of peak acceleration to realtime intensity: log10 PGA = (I + 0.5) / 2.
+fn pga_of_intensity(intensity: f64) -> f64 {
+    10f64.powf((intensity + 0.5) / 2.0)
+}
+
+/// One served image: when it may be served (Unix ms), and the GIF.
+struct Served {
+    available_at: i64,
+    gif: Vec<u8>,
+}
+
+/// One rendered image: frame number, layer, GIF.
+type Rendered = (i64, Layer, Vec<u8>);
+
+/// Renders every frame of the scenario as monitor-layout GIFs (frames inside the scenario's gap are not).
+fn render_images(setup: &Setup, network: &Network, args: &SimulateArgs) -> Vec<Rendered> {
+    let positions = network.positions();
+    let frames = frames(
+        &DetectorConfig::default().travel_times,
+        &setup.quakes,
+        &positions,
+        args.seconds,
+        &setup.faults,
+        args.seed,
+    );
+    let mut images = Vec::new();
+    for (n, frame) in frames.iter().enumerate() {
+        if setup
+            .gap
+            .as_ref()
+            .is_some_and(|gap| gap.contains(&(n as u64)))
+        {
+            continue;
+        }
+        for name in LAYERS {
+            let layer = Layer::parse(name).expect("a known layer");
+            let values: Vec<_> = network
+                .pixels
+                .iter()
+                .zip(frame)
+                .map(|(&pixel, value)| {
+                    let value = if layer == SURFACE_INTENSITY {
+                        *value
+                    } else {
+                        value.map(pga_of_intensity)
+                    };
+                    (pixel, value)
+                })
+                .collect();
+            images.push((n as i64, layer, kmoni::render(layer, &values)));
+        }
+    }
+    images
+}
+
+/// The rendered images as observed from `start_ms`, keyed by their path; each is served one second after its
+/// observation second (plus the layer's lateness).
+fn schedule_images(
+    rendered: Vec<Rendered>,
+    start_ms: i64,
+    late: &[(Layer, u64)],
+) -> HashMap<String, Served> {
+    rendered
+        .into_iter()
+        .map(|(n, layer, gif)| {
+            let at = start_ms + n * 1000;
+            let late = late
+                .iter()
+                .find(|(l, _)| *l == layer)
+                .map_or(0, |(_, s)| *s as i64 * 1000);
+            (
+                format!("/{}", layer.image_path(at)),
+                Served {
+                    available_at: at + 1000 + late,
+                    gif,
+                },
+            )
+        })
+        .collect()
+}
+
+async fn serve_image(
+    State(images): State<Arc<HashMap<String, Served>>>,
+    request: Request,
+) -> Response {
+    match images.get(request.uri().path()) {
+        Some(served) if now_ms() >= served.available_at => {
+            ([(header::CONTENT_TYPE, "image/gif")], served.gif.clone()).into_response()
+        }
+        _ => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// Serves the images on `address`; returns the base URL.
+async fn image_server(
+    address: SocketAddr,
+    images: HashMap<String, Served>,
+) -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("listen on {address}"))?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let app = axum::Router::new()
+        .fallback(serve_image)
+        .with_state(Arc::new(images));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(base)
+}
+
+pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(simulate(args))
+}
+
+async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    let setup = setup(args.scenario);
+    let network = match args.network {
+        SimulatedNetwork::Synthetic => network(&setup.stations),
+        SimulatedNetwork::Shipped => Network::shipped(),
+    };
+    if let Some(path) = &args.write_stations {
+        std::fs::write(path, station_table(&network))
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    let rendered = render_images(&setup, &network, &args);
+    if let Some(address) = args.serve_images {
+        // Real time: frame 0 is observed --lead-secs from now, so a follower can start first.
+        let start_ms = (now_ms() / 1000 + 1) * 1000 + args.lead_secs as i64 * 1000;
+        let images = schedule_images(rendered, start_ms, &args.late);
+        let base = image_server(address, images).await?;
+        println!("osds: simulate {:?}: images at {base}", args.scenario);
+        eprintln!(
+            "simulate {:?}: {} stations, {} s of frames from {}; Ctrl-C stops",
+            args.scenario,
+            network.stations.len(),
+            args.seconds,
+            osds_time::rfc3339(
+                chrono::DateTime::from_timestamp_millis(start_ms).unwrap_or_default()
+            )
+        );
+        tokio::signal::ctrl_c().await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let images = schedule_images(rendered, setup.start_ms, &[]);
+    let base = image_server("127.0.0.1:0".parse()?, images).await?;
+    let wasm = Runtime::new(Limits::default())?;
+    let shaper = Arc::new(arc_swap::ArcSwap::from_pointee(ShaperComponent::embedded(
+        &wasm,
+    )?));
+    let (store, writer) = store::open(&args.database_url).await?;
+    let layers = LAYERS
+        .map(|l| Layer::parse(l).expect("a known layer"))
+        .to_vec();
+    let fetcher = osds_server::hyp::source::KmoniFetcher::new(
+        &base,
+        layers,
+        SURFACE_INTENSITY,
+        Schedule::Range {
+            from_ms: setup.start_ms,
+            to_ms: setup.start_ms + args.seconds as i64 * 1000,
+        },
+    )?;
+    eprintln!(
+        "simulate {:?}: {} stations, {} s of frames served at {base}",
+        args.scenario,
+        network.stations.len(),
+        args.seconds,
+    );
+    let (_running, shutdown) = tokio::sync::watch::channel(false);
+    let reports = Runner::new(
+        network,
+        DetectorConfig::default(),
+        store,
+        writer,
+        shaper,
+        None,
+    )
+    .print_reports()
+    .run(fetcher, shutdown)
+    .await?;
+    println!("osds: simulate: {reports} reports archived");
+    Ok(ExitCode::SUCCESS)
+}
