@@ -1,0 +1,195 @@
+//! The layout rules of docs/design.md that a compiler does not check: inside every crate of the host and of the
+//! component logic, no module imports another that (directly or through others) imports it back. A crate root
+//! only declares and re-exports modules, so it is not a node of the graph. Test-only code is left out.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+type ModulePath = Vec<String>;
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `src/live/feed.rs` → `["live", "feed"]`; `lib.rs`, `main.rs` and `mod.rs` name their folder.
+fn module_path(src: &Path, file: &Path) -> ModulePath {
+    let relative = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("lib" | "main" | "mod")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths written as `crate::…`, `super::…` or `self::…` in `text`, each as its segments.
+fn paths(text: &str) -> Vec<Vec<String>> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    for start in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(at) = text[from..].find(start) {
+            let begin = from + at;
+            from = begin + start.len();
+            let preceded =
+                begin > 0 && (bytes[begin - 1].is_ascii_alphanumeric() || bytes[begin - 1] == b'_');
+            if preceded || (begin > 1 && &text[begin - 2..begin] == "::") {
+                continue;
+            }
+            let mut segments = Vec::new();
+            let mut rest = &text[begin..];
+            loop {
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                if end == 0 {
+                    break;
+                }
+                segments.push(rest[..end].to_string());
+                rest = &rest[end..];
+                match rest.strip_prefix("::") {
+                    Some(next) => rest = next,
+                    None => break,
+                }
+            }
+            found.push(segments);
+        }
+    }
+    found
+}
+
+/// The module of `crate_modules` that `path`, written in `module`, refers to (its longest module prefix).
+fn target(
+    module: &ModulePath,
+    path: &[String],
+    modules: &BTreeSet<ModulePath>,
+) -> Option<ModulePath> {
+    let (mut base, mut rest): (ModulePath, &[String]) = match path[0].as_str() {
+        "crate" => (Vec::new(), &path[1..]),
+        "self" => (module.clone(), &path[1..]),
+        _ => (module.clone(), path),
+    };
+    while rest.first().is_some_and(|s| s == "super") {
+        base.pop();
+        rest = &rest[1..];
+    }
+    (0..=rest.len()).rev().find_map(|n| {
+        let mut candidate = base.clone();
+        candidate.extend(rest[..n].iter().cloned());
+        (!candidate.is_empty() && modules.contains(&candidate)).then_some(candidate)
+    })
+}
+
+/// One import cycle among `edges`, if any.
+fn cycle(edges: &BTreeMap<ModulePath, BTreeSet<ModulePath>>) -> Option<Vec<ModulePath>> {
+    fn visit(
+        node: &ModulePath,
+        edges: &BTreeMap<ModulePath, BTreeSet<ModulePath>>,
+        state: &mut BTreeMap<ModulePath, bool>,
+        stack: &mut Vec<ModulePath>,
+    ) -> Option<Vec<ModulePath>> {
+        state.insert(node.clone(), false);
+        stack.push(node.clone());
+        for next in edges.get(node).into_iter().flatten() {
+            match state.get(next) {
+                Some(false) => {
+                    let at = stack.iter().position(|n| n == next).unwrap();
+                    let mut found = stack[at..].to_vec();
+                    found.push(next.clone());
+                    return Some(found);
+                }
+                Some(true) => {}
+                None => {
+                    if let Some(found) = visit(next, edges, state, stack) {
+                        return Some(found);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(node.clone(), true);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for node in edges.keys() {
+        if !state.contains_key(node)
+            && let Some(found) = visit(node, edges, &mut state, &mut Vec::new())
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+fn import_cycle(src: &Path) -> Option<Vec<ModulePath>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let modules: BTreeSet<ModulePath> = files.iter().map(|f| module_path(src, f)).collect();
+    let mut edges: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
+    for file in &files {
+        let module = module_path(src, file);
+        if module.is_empty() {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        // Unit tests sit at the end of a file, behind `#[cfg(test)]`; they may reach anywhere.
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let into = edges.entry(module.clone()).or_default();
+        for path in paths(code) {
+            if let Some(to) = target(&module, &path, &modules).filter(|to| *to != module) {
+                into.insert(to);
+            }
+        }
+    }
+    cycle(&edges)
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it_back() {
+    let root = support::tests_dir().join("..");
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("src"))
+        .collect();
+    crates.push(root.join("components/wolfx-core/src"));
+    crates.push(root.join("components/hyp-core/src"));
+    crates.sort();
+    assert!(crates.len() >= 9, "{crates:?}");
+    for src in crates {
+        if let Some(found) = import_cycle(&src) {
+            let shown: Vec<String> = found.iter().map(|m| m.join("::")).collect();
+            panic!("import cycle in {}: {}", src.display(), shown.join(" → "));
+        }
+    }
+}
+
+#[test]
+fn the_cycle_finder_finds_a_cycle() {
+    let dir = support::tempdir("layout-cycle");
+    std::fs::write(dir.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(dir.join("a.rs"), "use crate::b::B;\npub struct A;\n").unwrap();
+    std::fs::write(dir.join("b.rs"), "pub struct B(super::a::A);\n").unwrap();
+    let found = import_cycle(&dir).expect("a ↔ b");
+    assert_eq!(found.len(), 3, "{found:?}");
+    std::fs::write(
+        dir.join("b.rs"),
+        "pub struct B;\n#[cfg(test)]\nuse super::a::A;\n",
+    )
+    .unwrap();
+    assert_eq!(import_cycle(&dir), None);
+}
