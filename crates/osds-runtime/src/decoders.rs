@@ -3,16 +3,24 @@
 use crate::decoder::DecoderComponent;
 use crate::embedded::EMBEDDED_COMPONENTS;
 use crate::engine::Runtime;
+use crate::units::is_control_tag;
 use anyhow::Context;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The decoder set in use, replaced as a whole on a hot swap: a frame is decoded against one snapshot.
 pub type SharedDecoders = Arc<arc_swap::ArcSwap<DecoderSet>>;
 
-/// Upstream `type` tags of transport frames every decoder recognises.
-pub const CONTROL_TAGS: [&str; 2] = ["heartbeat", "pong"];
+/// The `*.wasm` files in `dir`, in name order.
+pub fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
 
 /// Decoders by the upstream `type` tag they claim.
 #[derive(Clone, Default)]
@@ -36,12 +44,8 @@ impl DecoderSet {
 
     /// Every `*.wasm` file in `dir`.
     pub fn from_dir(runtime: &Arc<Runtime>, dir: &Path) -> anyhow::Result<DecoderSet> {
-        let mut paths: Vec<_> = std::fs::read_dir(dir)
-            .with_context(|| format!("read components directory {}", dir.display()))?
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
-            .collect();
-        paths.sort();
+        let paths = wasm_files(dir)
+            .with_context(|| format!("read components directory {}", dir.display()))?;
         anyhow::ensure!(
             !paths.is_empty(),
             "no .wasm components in {}",
@@ -99,7 +103,7 @@ impl DecoderSet {
             .insert(decoder.info().sha256.clone(), osds_time::now_rfc3339());
         for tag in &decoder.info().claims {
             anyhow::ensure!(
-                !CONTROL_TAGS.contains(&tag.as_str()),
+                !is_control_tag(tag),
                 "decoder `{}` claims the transport type `{tag}`",
                 decoder.info().name
             );

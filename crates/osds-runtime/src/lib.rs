@@ -11,6 +11,6 @@ pub mod shaper;
 pub mod units;
 
 pub use decoder::{DecoderComponent, DecoderInfo};
-pub use decoders::{CONTROL_TAGS, DecoderSet, SharedDecoders};
+pub use decoders::{DecoderSet, SharedDecoders};
 pub use engine::{CallError, Limits, Runtime};
 pub use shaper::{ShaperComponent, ShaperInfo, SharedShaper};

@@ -3,6 +3,14 @@
 
 use serde_json::Value;
 
+/// Upstream `type` tags of transport frames (liveness only, never archived); every decoder recognises them.
+pub const CONTROL_TAGS: [&str; 2] = ["heartbeat", "pong"];
+
+/// Whether `tag` is a transport frame's `type`.
+pub fn is_control_tag(tag: &str) -> bool {
+    CONTROL_TAGS.contains(&tag)
+}
+
 /// One decodable unit of a frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unit {
@@ -10,6 +18,18 @@ pub struct Unit {
     pub type_tag: Option<String>,
     /// The bytes to decode: the frame itself, or one array element re-serialised.
     pub bytes: Vec<u8>,
+}
+
+impl Unit {
+    /// Whether the unit is a heartbeat or pong.
+    pub fn is_control(&self) -> bool {
+        self.type_tag.as_deref().is_some_and(is_control_tag)
+    }
+}
+
+/// Whether a frame split into `units` is only a heartbeat or pong.
+pub fn is_control_frame(units: &[Unit]) -> bool {
+    matches!(units, [only] if only.is_control())
 }
 
 /// Splits a frame into units. Anything that is not a JSON array is one unit with the frame's exact bytes.

@@ -154,7 +154,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                 last_message = Instant::now();
                 let received_at = now_rfc3339();
                 let units = units::split(&bytes);
-                if pipeline::is_control(&units) {
+                if units::is_control_frame(&units) {
                     cx.live.message(&cx.path);
                     let counter = if units[0].type_tag.as_deref() == Some("pong") { "pongs" } else { "heartbeats" };
                     cx.archive.count(counter, 1).await;

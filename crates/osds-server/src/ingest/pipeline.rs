@@ -1,7 +1,7 @@
 //! From one received frame to what the archive stores: split, route by `type`, decode in the channel's
 //! component (off the async threads), and compute each report's version identity.
 
-use osds_runtime::decoders::{CONTROL_TAGS, SharedDecoders};
+use osds_runtime::decoders::SharedDecoders;
 use osds_runtime::units;
 use osds_store::{Incoming, UnitKind, UnitRecord};
 use sha2::{Digest, Sha256};
@@ -13,15 +13,6 @@ pub const MARKER_PRIMARY_PUSH: &str = "primary-websocket-push";
 pub const MARKER_REDUNDANT_PUSH: &str = "redundant-websocket-push";
 /// Marker of a delivery that may be the reply to our query as much as a push (spec value).
 pub const MARKER_QUERY_OR_PUSH: &str = "primary/redundant-websocket-query-or-push";
-
-/// The frame is only a heartbeat or pong: liveness, never archived.
-pub fn is_control(units: &[units::Unit]) -> bool {
-    units.len() == 1
-        && units[0]
-            .type_tag
-            .as_deref()
-            .is_some_and(|t| CONTROL_TAGS.contains(&t))
-}
 
 /// Routes and decodes every unit of `frame`. `own_type` is the channel of the socket it came on, used for a
 /// frame whose `type` cannot be read (garbage on `/sc_eew` is the sc decoder's to reject and is kept as
@@ -41,12 +32,7 @@ pub async fn prepare(
         units
             .into_iter()
             .enumerate()
-            .filter(|(_, unit)| {
-                !unit
-                    .type_tag
-                    .as_deref()
-                    .is_some_and(|t| CONTROL_TAGS.contains(&t))
-            })
+            .filter(|(_, unit)| !unit.is_control())
             .map(|(index, unit)| UnitRecord {
                 unit_index: index as i64,
                 kind: decode_unit(&decoders, &unit, own_type.as_deref()),

@@ -2,8 +2,9 @@
 
 use super::limits_args::LimitsArgs;
 use osds_runtime::Runtime;
-use osds_runtime::decoders::{CONTROL_TAGS, DecoderSet};
+use osds_runtime::decoders::DecoderSet;
 use osds_runtime::units;
+use osds_runtime::units::is_control_tag;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
@@ -73,7 +74,7 @@ pub fn decode_unit(decoders: &DecoderSet, forced_tag: Option<&str>, unit: &units
         .map(str::to_string)
         .or_else(|| unit.type_tag.clone());
     let decoder = match tag.as_deref() {
-        Some(tag) if CONTROL_TAGS.contains(&tag) => decoders.decoders().into_iter().next(),
+        Some(tag) if is_control_tag(tag) => decoders.decoders().into_iter().next(),
         Some(tag) => decoders.for_tag(tag).cloned(),
         None if serde_json::from_slice::<serde::de::IgnoredAny>(&unit.bytes).is_err() => {
             return json!({ "error": "the frame is not valid JSON, so it has no `type` to route by (pass --type)", "kind": "malformed" });
