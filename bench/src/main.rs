@@ -41,7 +41,6 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-const CHANNEL_PATHS: [&str; 5] = ["/cenc_eew", "/sc_eew", "/fj_eew", "/cq_eew", "/all_eew"];
 const USAGE: &str = "usage: osds-bench [--osds PATH] [--seconds N] [--frames N] [--interval-ms N] \
 [--dir DIR] [--subscribers N[,N...]] [--rounds N] [--round-interval-ms N] [--no-peers] [--protocol mix|sse|ws] \
 [--samples FILE] [--versions N] [--reuse-archive] [--wrk-connections N] [--wrk-seconds N] [--wrk-warmup-seconds N] [--report-cache-mb N] [--datasette PATH] \
@@ -415,7 +414,7 @@ impl Server {
 async fn start_connected(options: &Options, label: &str) -> Result<(FakeRelay, Server)> {
     let relay = FakeRelay::start(RelayConfig::default()).await?;
     let server = Server::start(&options.osds, &options.dir, label, &relay.url()).await?;
-    for path in CHANNEL_PATHS {
+    for path in fake_relay::channel_paths() {
         if !relay.wait_connected(path, 1, Duration::from_secs(30)).await {
             bail!("osds serve never connected {path} to the relay");
         }

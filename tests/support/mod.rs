@@ -22,13 +22,11 @@ pub fn tests_dir() -> PathBuf {
 
 /// Upstream `type` tag of a fixture folder's channel.
 pub fn type_tag_of_channel(channel: &str) -> &'static str {
-    match channel {
-        "cea" => "cenc_eew",
-        "sc" => "sc_eew",
-        "fj" => "fj_eew",
-        "cq" => "cq_eew",
-        other => panic!("no channel folder `{other}`"),
-    }
+    wolfx_core::CHANNELS
+        .iter()
+        .find(|c| c.source == channel)
+        .map(|c| c.type_tag)
+        .unwrap_or_else(|| panic!("no channel folder `{channel}`"))
 }
 
 /// Parses each stdout line of `osds decode` as JSON.
@@ -281,9 +279,6 @@ pub async fn all_reports(server: &Server) -> Vec<serde_json::Value> {
     }
 }
 
-/// The five upstream paths the server holds open.
-pub const CHANNEL_PATHS: [&str; 5] = ["/cenc_eew", "/sc_eew", "/fj_eew", "/cq_eew", "/all_eew"];
-
 /// Starts a fake relay and a server on a fresh database, and waits until every upstream path is connected.
 pub async fn start_connected(
     config: fake_relay::RelayConfig,
@@ -291,7 +286,7 @@ pub async fn start_connected(
 ) -> (fake_relay::FakeRelay, Server) {
     let relay = fake_relay::FakeRelay::start(config).await.unwrap();
     let server = Server::start(&relay.url(), extra);
-    for path in CHANNEL_PATHS {
+    for path in fake_relay::channel_paths() {
         assert!(
             relay
                 .wait_connected(path, 1, std::time::Duration::from_secs(20))

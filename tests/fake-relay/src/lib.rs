@@ -15,29 +15,41 @@ use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::{Message, http};
 
-const REDUNDANT_PATH: &str = "/all_eew";
-const CHANNELS: [(&str, &str, &str); 4] = [
-    ("cenc_eew", "/cenc_eew", "query_cenceew"),
-    ("sc_eew", "/sc_eew", "query_sceew"),
-    ("fj_eew", "/fj_eew", "query_fjeew"),
-    ("cq_eew", "/cq_eew", "query_cqeew"),
-];
+use wolfx_core::CHANNELS;
+
+/// The relay's all-channel socket.
+pub const REDUNDANT_PATH: &str = "/all_eew";
+
+/// The upstream paths a server archiving the spec's channels holds open: each channel's own, then `/all_eew`.
+pub fn channel_paths() -> Vec<&'static str> {
+    CHANNELS
+        .iter()
+        .map(|c| c.upstream_path)
+        .chain([REDUNDANT_PATH])
+        .collect()
+}
 
 /// The socket path of a channel's `type` tag (`sc_eew` → `/sc_eew`).
 pub fn channel_path(type_tag: &str) -> Option<&'static str> {
-    CHANNELS.iter().find(|c| c.0 == type_tag).map(|c| c.1)
+    CHANNELS
+        .iter()
+        .find(|c| c.type_tag == type_tag)
+        .map(|c| c.upstream_path)
 }
 
 /// The query command of a channel's `type` tag (`sc_eew` → `query_sceew`).
 pub fn query_command(type_tag: &str) -> Option<&'static str> {
-    CHANNELS.iter().find(|c| c.0 == type_tag).map(|c| c.2)
+    CHANNELS
+        .iter()
+        .find(|c| c.type_tag == type_tag)
+        .map(|c| c.query_command)
 }
 
 /// The five paths of the spec's channels, and any further `/<agency>_eew` channel (the real relay carries
 /// more agencies than the service archives by default).
 fn known_path(path: &str) -> bool {
     path == REDUNDANT_PATH
-        || CHANNELS.iter().any(|c| c.1 == path)
+        || CHANNELS.iter().any(|c| c.upstream_path == path)
         || path
             .strip_prefix('/')
             .and_then(|p| p.strip_suffix("_eew"))
@@ -334,8 +346,8 @@ async fn serve_client(
                     }
                     if text == "ping" {
                         let _ = out.send(Out::Frame(Message::text(format!(r#"{{"type":"pong","timestamp":{}}}"#, now_ms()))));
-                    } else if let Some(channel) = CHANNELS.iter().find(|c| c.2 == text)
-                        && (path == REDUNDANT_PATH || path == channel.1)
+                    } else if let Some(channel) = CHANNELS.iter().find(|c| c.query_command == text)
+                        && (path == REDUNDANT_PATH || path == channel.upstream_path)
                         && let Some(latest) = shared.latest.lock().await.get(&text)
                     {
                         let _ = out.send(Out::Frame(frame_of(latest)));

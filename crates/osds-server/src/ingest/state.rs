@@ -35,10 +35,11 @@ impl ChannelSpec {
                 })
             })
             .collect();
+        // The spec's channels in its order, then any other agency's by name.
         let order = |source: &str| {
-            ["cea", "sc", "fj", "cq"]
+            wolfx_core::CHANNELS
                 .iter()
-                .position(|s| *s == source)
+                .position(|c| c.source == source)
                 .unwrap_or(usize::MAX)
         };
         channels.sort_by(|a, b| {
