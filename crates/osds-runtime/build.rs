@@ -25,6 +25,8 @@ fn main() {
     watch(&root.join("wit"));
     watch(&root.join("components/wolfx-core/src"));
     watch(&root.join("components/hyp-core/src"));
+    watch(&root.join("components/decoder-sdk"));
+    watch(&root.join("components/shaper-sdk"));
     println!(
         "cargo:rerun-if-changed={}",
         root.join("components/wolfx-core/Cargo.toml").display()

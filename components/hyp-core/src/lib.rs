@@ -1,7 +1,7 @@
 //! Shaping of self-sensing (`hyp`) detector solutions into the public API's self-sensing report, and their
 //! quality grade.
 //!
-//! This is the logic behind the `hyp-shaper` component (`wit/hyp/shaper.wit`). It is plain Rust so it can be
+//! This is the logic behind the `hyp-shaper` component (`wit/hyp/v1.0.0/shaper.wit`). It is plain Rust so it can be
 //! unit-tested natively; the component is a thin wrapper around [`shape_bytes`].
 //!
 //! Rules (from `shared/hyp.md` and the spec's "Self-sensing report"): times are Unix ms (`i64`) everywhere; a

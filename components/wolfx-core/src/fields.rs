@@ -1,12 +1,63 @@
 //! Lenient readers for the upstream's loosely typed fields: accept what the relay is seen to send (numbers as
-//! strings, null for absent), refuse what would need a guess.
+//! strings, null for absent), refuse what would need a guess. The built-in decoders read every field through
+//! these, and so can a decoder written with the SDK for a frame of another shape: parse the payload with
+//! [`object`], answer transport frames with [`control`], then read each field by its key.
 
-use crate::{DecodeError, ErrorKind, Intensity, beijing_to_utc_rfc3339};
+use crate::{Control, DecodeError, ErrorKind, Intensity, beijing_to_utc_rfc3339};
 use serde_json::{Map, Value};
 
-type Object = Map<String, Value>;
+/// A frame's top-level JSON object.
+pub type Object = Map<String, Value>;
 
-pub(crate) fn kind_of(value: &Value) -> &'static str {
+/// The payload as a JSON object: not UTF-8, not JSON or not an object is malformed; an array of frames is
+/// unsupported (the host splits arrays before decoding).
+pub fn object(payload: &[u8]) -> Result<Object, DecodeError> {
+    let text = std::str::from_utf8(payload).map_err(|e| {
+        DecodeError::new(
+            ErrorKind::Malformed,
+            format!(
+                "payload is not UTF-8: invalid byte at offset {}",
+                e.valid_up_to()
+            ),
+        )
+    })?;
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| DecodeError::new(ErrorKind::Malformed, format!("payload is not JSON: {e}")))?;
+    match value {
+        Value::Object(object) => Ok(object),
+        Value::Array(items) => Err(DecodeError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "a JSON array of {} frames is not one report; the host splits arrays before decoding",
+                items.len()
+            ),
+        )),
+        other => Err(DecodeError::new(
+            ErrorKind::Malformed,
+            format!("payload is a JSON {}, not an object", kind_of(&other)),
+        )),
+    }
+}
+
+/// The transport frame `object` is (`type` `heartbeat` or `pong`, with its timestamp), if it is one; a `type`
+/// that is not a string is malformed.
+pub fn control(object: &Object) -> Result<Option<Control>, DecodeError> {
+    match object.get("type") {
+        None => Ok(None),
+        Some(Value::String(tag)) => Ok(match tag.as_str() {
+            "heartbeat" => Some(Control::Heartbeat(timestamp(object))),
+            "pong" => Some(Control::Pong(timestamp(object))),
+            _ => None,
+        }),
+        Some(other) => Err(DecodeError::new(
+            ErrorKind::Malformed,
+            format!("`type` is a {}, not a string", kind_of(other)),
+        )),
+    }
+}
+
+/// The JSON kind of `value`, for error messages.
+pub fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -30,7 +81,7 @@ fn present<'a>(object: &'a Object, key: &str) -> Option<&'a Value> {
 }
 
 /// A number, or a string holding one; an empty string counts as absent.
-pub(crate) fn number(object: &Object, key: &str) -> Result<Option<f64>, DecodeError> {
+pub fn number(object: &Object, key: &str) -> Result<Option<f64>, DecodeError> {
     let Some(value) = present(object, key) else {
         return Ok(None);
     };
@@ -47,7 +98,7 @@ pub(crate) fn number(object: &Object, key: &str) -> Result<Option<f64>, DecodeEr
 }
 
 /// A whole number, or a string holding one. Absence is a missing-field error.
-pub(crate) fn required_integer(object: &Object, key: &str) -> Result<i64, DecodeError> {
+pub fn required_integer(object: &Object, key: &str) -> Result<i64, DecodeError> {
     let Some(value) = present(object, key) else {
         return Err(DecodeError::new(
             ErrorKind::MissingField,
@@ -67,7 +118,7 @@ pub(crate) fn required_integer(object: &Object, key: &str) -> Result<i64, Decode
 }
 
 /// An identifier: a non-empty string, or a number taken as its decimal text. Absence is a missing-field error.
-pub(crate) fn required_id(object: &Object, key: &str) -> Result<String, DecodeError> {
+pub fn required_id(object: &Object, key: &str) -> Result<String, DecodeError> {
     match present(object, key) {
         None => Err(DecodeError::new(
             ErrorKind::MissingField,
@@ -80,7 +131,7 @@ pub(crate) fn required_id(object: &Object, key: &str) -> Result<String, DecodeEr
 }
 
 /// A string (numbers are taken as their text); empty counts as absent.
-pub(crate) fn text(object: &Object, key: &str) -> Result<Option<String>, DecodeError> {
+pub fn text(object: &Object, key: &str) -> Result<Option<String>, DecodeError> {
     match present(object, key) {
         None => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
@@ -91,7 +142,7 @@ pub(crate) fn text(object: &Object, key: &str) -> Result<Option<String>, DecodeE
 }
 
 /// A Beijing wall-clock time, returned as RFC 3339 UTC.
-pub(crate) fn time(object: &Object, key: &str) -> Result<Option<String>, DecodeError> {
+pub fn time(object: &Object, key: &str) -> Result<Option<String>, DecodeError> {
     match text(object, key)? {
         None => Ok(None),
         Some(s) => match beijing_to_utc_rfc3339(&s) {
@@ -106,7 +157,7 @@ pub(crate) fn time(object: &Object, key: &str) -> Result<Option<String>, DecodeE
 }
 
 /// A number is kept as a number (also when sent as numeric text); other text is kept as a scale label.
-pub(crate) fn intensity(object: &Object, key: &str) -> Result<Option<Intensity>, DecodeError> {
+pub fn intensity(object: &Object, key: &str) -> Result<Option<Intensity>, DecodeError> {
     match present(object, key) {
         None => Ok(None),
         Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
@@ -119,7 +170,7 @@ pub(crate) fn intensity(object: &Object, key: &str) -> Result<Option<Intensity>,
 }
 
 /// True only when one of `keys` is sent as true (`true`, `"true"`, `1`); absent means false.
-pub(crate) fn flag(object: &Object, keys: &[&str]) -> Result<bool, DecodeError> {
+pub fn flag(object: &Object, keys: &[&str]) -> Result<bool, DecodeError> {
     for key in keys {
         let Some(value) = present(object, key) else {
             continue;
@@ -148,7 +199,7 @@ pub(crate) fn flag(object: &Object, keys: &[&str]) -> Result<bool, DecodeError> 
 }
 
 /// The `timestamp` of a heartbeat or pong, seen both as a number and as a string.
-pub(crate) fn timestamp(object: &Object) -> Option<i64> {
+pub fn timestamp(object: &Object) -> Option<i64> {
     match present(object, "timestamp")? {
         Value::Number(n) => n.as_i64(),
         Value::String(s) => s.trim().parse().ok(),

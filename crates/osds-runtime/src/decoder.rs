@@ -1,12 +1,11 @@
 //! A loaded decoder component: the `osds:eew/decoder` world, pre-instantiated, called in warm instances.
 
 use crate::engine::{CallError, CallState, Runtime, WarmInstances};
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use wolfx_core::{Control, DecodeError, Decoded, ErrorKind, Intensity, Report};
 
 mod bindings {
-    wasmtime::component::bindgen!({ world: "decoder", path: "../../wit/eew" });
+    wasmtime::component::bindgen!({ world: "decoder", path: "../../wit/eew/v1.0.0" });
 }
 
 use bindings::osds::eew::types as wit;
@@ -65,15 +64,12 @@ pub struct DecoderComponent {
 impl DecoderComponent {
     /// Compiles, type-checks against the decoder world and asks the component for its `info()`.
     pub fn load(runtime: &Arc<Runtime>, wasm: &[u8]) -> anyhow::Result<DecoderComponent> {
-        let component = runtime.compile(wasm)?;
-        let instance_pre = runtime.linker().instantiate_pre(&component)?;
-        let pre = bindings::DecoderPre::new(instance_pre)
-            .map_err(|e| anyhow::anyhow!("not an osds:eew/decoder@1.0.0 component: {e:#}"))?;
-        let mut store = runtime.store();
-        let instance = pre.instantiate(&mut store)?;
-        let info = instance
-            .call_info(&mut store)
-            .map_err(|e| runtime.call_error(&store, e))?;
+        let (pre, info, sha256) = runtime.load(
+            wasm,
+            "osds:eew/decoder@1.0.0",
+            bindings::DecoderPre::new,
+            |pre, store| pre.instantiate(&mut *store)?.call_info(store),
+        )?;
         Ok(DecoderComponent {
             runtime: runtime.clone(),
             pre,
@@ -85,7 +81,7 @@ impl DecoderComponent {
                 claims: info.claims,
                 upstream_path: info.upstream_path,
                 query_command: info.query_command,
-                sha256: hex::encode(Sha256::digest(wasm)),
+                sha256,
             },
         })
     }

@@ -6,11 +6,12 @@
 //! any trap or timeout, once it has written to stderr or grown its memories by a quarter of the limit, and after
 //! a fixed number of calls, so a misbehaving component still fails only its own calls.
 
+use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
-use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
     StoreLimits, StoreLimitsBuilder,
@@ -239,8 +240,23 @@ impl Runtime {
         Ok(Component::new(&self.engine, wasm)?)
     }
 
-    pub(crate) fn linker(&self) -> &Linker<CallState> {
-        &self.linker
+    /// The steps every component takes to be loaded: compile, type-check against its world (`typed` builds the
+    /// world's pre-instantiated form; `world` names it in the error), instantiate once and ask for its info.
+    /// Returns the pre-instantiated component, its info and the lowercase hex SHA-256 of `wasm`.
+    pub(crate) fn load<P, I>(
+        &self,
+        wasm: &[u8],
+        world: &str,
+        typed: impl FnOnce(InstancePre<CallState>) -> wasmtime::Result<P>,
+        info: impl FnOnce(&P, &mut Store<CallState>) -> wasmtime::Result<I>,
+    ) -> anyhow::Result<(P, I, String)> {
+        let component = self.compile(wasm)?;
+        let instance_pre = self.linker.instantiate_pre(&component)?;
+        let pre =
+            typed(instance_pre).map_err(|e| anyhow::anyhow!("not an {world} component: {e:#}"))?;
+        let mut store = self.store();
+        let info = info(&pre, &mut store).map_err(|e| self.call_error(&store, e))?;
+        Ok((pre, info, hex::encode(Sha256::digest(wasm))))
     }
 
     /// A fresh store with the memory limit and the epoch deadline armed.

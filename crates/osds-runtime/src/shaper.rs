@@ -3,11 +3,10 @@
 
 use crate::engine::{CallState, Runtime, WarmInstances};
 use anyhow::Context;
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 mod bindings {
-    wasmtime::component::bindgen!({ world: "shaper", path: "../../wit/hyp" });
+    wasmtime::component::bindgen!({ world: "shaper", path: "../../wit/hyp/v1.0.0" });
 }
 
 /// What a shaper says about itself, plus the identity of its `.wasm`.
@@ -40,15 +39,12 @@ pub struct ShaperComponent {
 impl ShaperComponent {
     /// Compiles, type-checks against the shaper world and asks the component for its `info()`.
     pub fn load(runtime: &Arc<Runtime>, wasm: &[u8]) -> anyhow::Result<ShaperComponent> {
-        let component = runtime.compile(wasm)?;
-        let instance_pre = runtime.linker().instantiate_pre(&component)?;
-        let pre = bindings::ShaperPre::new(instance_pre)
-            .map_err(|e| anyhow::anyhow!("not an osds:hyp/shaper@1.0.0 component: {e:#}"))?;
-        let mut store = runtime.store();
-        let instance = pre.instantiate(&mut store)?;
-        let info = instance
-            .call_info(&mut store)
-            .map_err(|e| runtime.call_error(&store, e))?;
+        let (pre, info, sha256) = runtime.load(
+            wasm,
+            "osds:hyp/shaper@1.0.0",
+            bindings::ShaperPre::new,
+            |pre, store| pre.instantiate(&mut *store)?.call_info(store),
+        )?;
         Ok(ShaperComponent {
             runtime: runtime.clone(),
             pre,
@@ -56,7 +52,7 @@ impl ShaperComponent {
             info: ShaperInfo {
                 name: info.name,
                 version: info.version,
-                sha256: hex::encode(Sha256::digest(wasm)),
+                sha256,
             },
         })
     }

@@ -7,8 +7,9 @@
 use crate::ingest::{ChannelSpec, Ingester};
 use anyhow::Context;
 use osds_runtime::SharedShaper;
-use osds_runtime::decoders::{CONTROL_TAGS, SharedDecoders};
+use osds_runtime::decoders::{SharedDecoders, wasm_files};
 use osds_runtime::units;
+use osds_runtime::units::Unit;
 use osds_runtime::{DecoderComponent, DecoderInfo, Runtime, ShaperComponent, ShaperInfo};
 use osds_store::Store;
 use serde::Serialize;
@@ -385,14 +386,10 @@ impl ComponentManager {
     /// Installs every `.wasm` in `dir` that is not loaded yet (SIGHUP, or a file dropped into the directory).
     /// Returns one line per file that was looked at.
     pub async fn reload_dir(&self, dir: &Path) -> Vec<String> {
-        let mut paths: Vec<PathBuf> = match std::fs::read_dir(dir) {
-            Ok(entries) => entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
-                .collect(),
+        let paths = match wasm_files(dir) {
+            Ok(paths) => paths,
             Err(e) => return vec![format!("cannot read {}: {e}", dir.display())],
         };
-        paths.sort();
         let mut lines = Vec::new();
         for path in paths {
             let wasm = match std::fs::read(&path) {
@@ -501,10 +498,7 @@ fn run_canary(
 ) -> CanaryReport {
     let mut report = CanaryReport::default();
     for (label, payload) in payloads {
-        let is_transport = units::split(&payload)
-            .first()
-            .and_then(|u| u.type_tag.clone())
-            .is_some_and(|t| CONTROL_TAGS.contains(&t.as_str()));
+        let is_transport = units::split(&payload).first().is_some_and(Unit::is_control);
         if is_transport {
             continue;
         }

@@ -2,15 +2,13 @@
 //! allocates until it is stopped, `{"do":"panic"}` panics, `{"do":"keep"}` keeps 12 MiB for good and answers;
 //! anything else decodes to a pong.
 
-wit_bindgen::generate!({ world: "decoder", path: "../../wit/eew" });
-
-use osds::eew::types::Control;
+use osds_decoder_sdk::{Control, DecodeError, Decoded, Decoder, Info};
 
 struct Hostile;
 
-impl Guest for Hostile {
-    fn info() -> DecoderInfo {
-        DecoderInfo {
+impl Decoder for Hostile {
+    fn info() -> Info {
+        Info {
             name: "hostile".into(),
             version: "0.1.0".into(),
             source: "hostile".into(),
@@ -20,8 +18,8 @@ impl Guest for Hostile {
         }
     }
 
-    fn decode(payload: Vec<u8>) -> Result<Decoded, DecodeError> {
-        let text = String::from_utf8_lossy(&payload);
+    fn decode(payload: &[u8]) -> Result<Decoded, DecodeError> {
+        let text = String::from_utf8_lossy(payload);
         if text.contains("\"loop\"") {
             let mut n = 0u64;
             loop {
@@ -46,4 +44,4 @@ impl Guest for Hostile {
     }
 }
 
-export!(Hostile);
+osds_decoder_sdk::export_decoder!(Hostile);

@@ -1,2 +1,2 @@
-//! The `cea` channel decoder component: all logic lives in `wolfx-core`.
-wolfx_core::export_decoder!(wolfx_core::CEA, "wolfx-cea");
+//! The `cea` channel decoder component: all logic lives in `wolfx-core`, exported with the decoder SDK.
+osds_decoder_sdk::export_channel_decoder!(osds_decoder_sdk::wolfx::CEA, "wolfx-cea");

@@ -1,2 +1,2 @@
-//! The `cq` channel decoder component: all logic lives in `wolfx-core`.
-wolfx_core::export_decoder!(wolfx_core::CQ, "wolfx-cq");
+//! The `cq` channel decoder component: all logic lives in `wolfx-core`, exported with the decoder SDK.
+osds_decoder_sdk::export_channel_decoder!(osds_decoder_sdk::wolfx::CQ, "wolfx-cq");

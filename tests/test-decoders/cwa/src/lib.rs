@@ -1,5 +1,5 @@
 //! A decoder for an agency the host does not know (`cwa_eew` → source `cwa`), read with the Wolfx rules.
-const CWA: wolfx_core::Channel = wolfx_core::Channel {
+const CWA: osds_decoder_sdk::wolfx::Channel = osds_decoder_sdk::wolfx::Channel {
     type_tag: "cwa_eew",
     source: "cwa",
     upstream_path: "/cwa_eew",
@@ -7,4 +7,4 @@ const CWA: wolfx_core::Channel = wolfx_core::Channel {
     zero_depth_is_unknown: false,
 };
 
-wolfx_core::export_decoder!(CWA, "wolfx-cwa");
+osds_decoder_sdk::export_channel_decoder!(CWA, "wolfx-cwa");

@@ -1,2 +1,2 @@
 //! A second build of the sc decoder: the same rules under another name, so its `.wasm` differs.
-wolfx_core::export_decoder!(wolfx_core::SC, "wolfx-sc-v2");
+osds_decoder_sdk::export_channel_decoder!(osds_decoder_sdk::wolfx::SC, "wolfx-sc-v2");

@@ -1,21 +1,19 @@
 //! A broken hyp report shaper: it refuses every solution.
-wit_bindgen::generate!({ world: "shaper", path: "../../../wit/hyp" });
 
 struct Broken;
 
-impl Guest for Broken {
-    fn info() -> ShaperInfo {
-        ShaperInfo {
-            name: "hyp-shaper-broken".into(),
-            version: "0.0.1".into(),
-        }
+impl osds_shaper_sdk::Shaper for Broken {
+    fn name() -> String {
+        "hyp-shaper-broken".into()
     }
 
-    fn shape(_solution: Vec<u8>) -> Result<Vec<u8>, ShapeError> {
-        Err(ShapeError {
-            message: "this shaper is broken on purpose".into(),
-        })
+    fn version() -> String {
+        "0.0.1".into()
+    }
+
+    fn shape(_solution: &[u8]) -> Result<Vec<u8>, String> {
+        Err("this shaper is broken on purpose".into())
     }
 }
 
-export!(Broken);
+osds_shaper_sdk::export_shaper!(Broken);

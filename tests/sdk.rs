@@ -1,0 +1,137 @@
+//! The README's "Writing a decoder component", followed literally from a folder outside this repository: its
+//! `Cargo.toml`, `src/lib.rs` and frame are taken from the README itself, the crate is built for
+//! `wasm32-wasip2` against the decoder SDK, and `osds decode --components-dir` decodes the frame with it.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::{json_lines, osds, tests_dir};
+
+/// The fenced blocks of the README's "Writing a decoder component" section, in order, as (language, text)
+/// with the list indentation removed.
+fn walkthrough_blocks() -> Vec<(String, String)> {
+    let readme = std::fs::read_to_string(tests_dir().join("../README.md")).unwrap();
+    let start = readme
+        .find("## Writing a decoder component")
+        .expect("the README has the walkthrough");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let mut blocks = Vec::new();
+    let mut current: Option<(String, String, usize)> = None;
+    for line in section.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        match (&mut current, trimmed.strip_prefix("```")) {
+            (None, Some(language)) => current = Some((language.to_string(), String::new(), indent)),
+            (Some(_), Some("")) => {
+                let (language, text, _) = current.take().unwrap();
+                blocks.push((language, text));
+            }
+            (Some((_, text, indent)), _) => {
+                text.push_str(line.get(*indent..).unwrap_or(""));
+                text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}
+
+fn block<'a>(blocks: &'a [(String, String)], language: &str) -> &'a str {
+    let found: Vec<&str> = blocks
+        .iter()
+        .filter(|(l, _)| l == language)
+        .map(|(_, text)| text.as_str())
+        .collect();
+    assert_eq!(found.len(), 1, "one ```{language} block in the walkthrough");
+    found[0]
+}
+
+/// `cargo` as the test harness found it, without the variables of the outer build.
+fn cargo(dir: &Path) -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command
+        .current_dir(dir)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER");
+    command
+}
+
+#[test]
+fn a_decoder_written_outside_the_repository_with_the_sdk_decodes_a_frame() {
+    let blocks = walkthrough_blocks();
+    let repository = tests_dir().join("..").canonicalize().unwrap();
+    // Outside the repository (and any workspace): the system's temporary directory.
+    let outside = std::env::temp_dir().join(format!(
+        "osds-sdk-walkthrough-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&outside).unwrap();
+    assert!(!outside.starts_with(&repository));
+
+    // 1. `cargo new --lib demo-decoder`, then its Cargo.toml with this clone's path.
+    let created = cargo(&outside)
+        .args(["new", "--lib", "demo-decoder"])
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let crate_dir = outside.join("demo-decoder");
+    let manifest = block(&blocks, "toml").replace("/path/to/osds", repository.to_str().unwrap());
+    assert!(manifest.contains(&format!("{}/components/decoder-sdk", repository.display())));
+    std::fs::write(crate_dir.join("Cargo.toml"), manifest).unwrap();
+    // 2. src/lib.rs.
+    std::fs::write(crate_dir.join("src/lib.rs"), block(&blocks, "rust")).unwrap();
+    // 3. Build it. The build cache is kept between runs (only where the output goes differs).
+    let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sdk-walkthrough");
+    let built = cargo(&crate_dir)
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let components = target_dir.join("wasm32-wasip2/release");
+    assert!(components.join("demo_decoder.wasm").is_file());
+    // 4. Decode the frame with it.
+    let frame = crate_dir.join("frame.json");
+    std::fs::write(&frame, block(&blocks, "json").trim_end()).unwrap();
+    let output = osds()
+        .arg("decode")
+        .arg("--components-dir")
+        .arg(&components)
+        .arg(&frame)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = json_lines(&output);
+    let report = &lines[0];
+    assert_eq!(report["source"], "demo", "{report}");
+    assert_eq!(report["eventId"], "2026.0042", "{report}");
+    assert_eq!(report["upstreamEventId"], "2026.0042", "{report}");
+    assert_eq!(report["revision"], 2, "{report}");
+    assert_eq!(report["issuedAt"], "2026-11-23T02:00:05Z", "{report}");
+    assert_eq!(report["originAt"], "2026-11-23T01:59:58Z", "{report}");
+    assert_eq!(report["latitude"], 24.5, "{report}");
+    assert!(report["depthKm"].is_null(), "{report}");
+    assert_eq!(report["maxIntensity"], 4.0, "{report}");
+    assert_eq!(report["isFinal"], true, "{report}");
+    std::fs::remove_dir_all(&outside).unwrap();
+}
