@@ -75,7 +75,7 @@ pub fn nchan_message(tag: char, number: u64) -> String {
 }
 
 /// Which live channel the subscribers use.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, clap::ValueEnum)]
 pub enum Protocol {
     /// Even subscribers SSE, odd WebSocket.
     Mix,

@@ -26,7 +26,8 @@ mod fanout;
 mod nchan;
 mod wasm_cost;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
+use clap::builder::TypedValueParser;
 use fake_relay::{FakeRelay, RelayConfig};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -41,32 +42,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-const USAGE: &str = "usage: osds-bench [--osds PATH] [--seconds N] [--frames N] [--interval-ms N] \
-[--dir DIR] [--subscribers N[,N...]] [--rounds N] [--round-interval-ms N] [--no-peers] [--protocol mix|sse|ws] \
-[--samples FILE] [--versions N] [--reuse-archive] [--wrk-connections N] [--wrk-seconds N] [--wrk-warmup-seconds N] [--report-cache-mb N] [--datasette PATH] \
-<push-latency|ingest|fsync|fan-out|wasm|query|all>
-
-  --osds PATH        the osds binary to test (default target/release/osds)
-  --seconds N        duration of the ingest push phase (default 10)
-  --frames N         frames measured by push-latency (default 300)
-  --interval-ms N    pace of push-latency (default 20)
-  --dir DIR          where the temporary databases and the fsync probe file go (default: the system temp dir)
-  --subscribers LIST fan-out sizes, comma-separated (default 1000,10000)
-  --rounds N         reports measured per fan-out size (default 10)
-  --round-interval-ms N  pace of the fan-out reports (default 1000; later if a report has not reached everyone)
-  --no-peers         skip nginx + nchan in fan-out
-  --protocol P       fan-out subscribers: mix (half SSE, half WebSocket; default), sse or ws
-  --samples FILE     upstream frames, one a line, for wasm besides tests/fixtures (default
-                     ../shared/upstream/wolfx-samples.jsonl when it exists)
-  --versions N       report versions in the query archive (default 1000000)
-  --reuse-archive    keep using an archive of --versions left in --dir by an earlier query run
-  --wrk-connections N, --wrk-seconds N   wrk load per endpoint (default 32 connections, 10 s, 2 threads)
-  --wrk-warmup-seconds N  an uncounted wrk load before each measured one, for both servers (default 5)
-  --report-cache-mb N  osds serve --report-cache-mb for query (default: the server's own default)
-  --datasette PATH   the datasette program (default $CARGO_TARGET_DIR/bench-venv/bin/datasette, else
-                     target/bench-venv/bin/datasette; skipped when missing)";
-
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Which benchmark to run.
+#[derive(Debug, Clone, Copy, PartialEq, clap::ValueEnum)]
 enum Which {
     PushLatency,
     Ingest,
@@ -77,162 +54,96 @@ enum Which {
     All,
 }
 
-#[derive(Debug)]
+/// `osds-bench`: the real `osds serve` against the fake Wolfx relay and its peers (see BENCHMARKS.md).
+#[derive(Debug, clap::Parser)]
+#[command(name = "osds-bench")]
 struct Options {
+    /// The osds binary to test.
+    #[arg(long, default_value = "target/release/osds")]
     osds: PathBuf,
+    /// Duration of the ingest push phase, in seconds (0, 600].
+    #[arg(long, default_value_t = 10.0, value_parser = seconds)]
     seconds: f64,
+    /// Frames measured by push-latency.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=100_000).map(|n| n as usize))]
     frames: usize,
+    /// Pace of push-latency, in milliseconds.
+    #[arg(long = "interval-ms", default_value = "20", value_parser = millis)]
     interval: Duration,
+    /// Where the temporary databases and the fsync probe file go [default: the system temp dir].
+    #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
+    /// Fan-out sizes, comma-separated, each in [1, 50000].
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000", value_parser = clap::value_parser!(u64).range(1..=50_000).map(|n| n as usize))]
     subscribers: Vec<usize>,
+    /// Reports measured per fan-out size.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000).map(|n| n as usize))]
     rounds: usize,
+    /// Pace of the fan-out reports, in milliseconds (later if a report has not reached everyone).
+    #[arg(long = "round-interval-ms", default_value = "1000", value_parser = millis)]
     round_interval: Duration,
+    /// Skip nginx + nchan in fan-out.
+    #[arg(long = "no-peers", action = clap::ArgAction::SetFalse)]
     peers: bool,
+    /// Fan-out subscribers: half SSE and half WebSocket, SSE only or WebSocket only.
+    #[arg(long, value_enum, default_value = "mix")]
     protocol: fanout::Protocol,
+    /// Upstream frames, one a line, decoded by `wasm` besides tests/fixtures.
+    #[arg(long, value_name = "FILE")]
     samples: Option<PathBuf>,
+    /// Report versions in the query archive (at least 2000).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(2_000..))]
     versions: u64,
+    /// Keep using an archive of --versions left in --dir by an earlier query run.
+    #[arg(long)]
     reuse_archive: bool,
+    /// wrk connections per endpoint (2 threads).
+    #[arg(long, default_value_t = 32)]
     wrk_connections: usize,
+    /// wrk seconds per endpoint.
+    #[arg(long, default_value_t = 10)]
     wrk_seconds: u64,
+    /// An uncounted wrk load before each measured one, for both servers, in seconds.
+    #[arg(long, default_value_t = 5)]
     wrk_warmup_seconds: u64,
+    /// osds serve --report-cache-mb for query [default: the server's own default].
+    #[arg(long)]
     report_cache_mb: Option<usize>,
+    /// The datasette program [default: $CARGO_TARGET_DIR/bench-venv/bin/datasette, else
+    /// target/bench-venv/bin/datasette; query skips Datasette when missing].
+    #[arg(long)]
     datasette: Option<PathBuf>,
+    /// The benchmark to run.
+    #[arg(value_enum)]
     which: Which,
 }
 
-fn parse_args() -> Result<Options> {
-    let mut options = Options {
-        osds: PathBuf::from("target/release/osds"),
-        seconds: 10.0,
-        frames: 300,
-        interval: Duration::from_millis(20),
-        dir: std::env::temp_dir(),
-        subscribers: vec![1_000, 10_000],
-        rounds: 10,
-        round_interval: Duration::from_millis(1000),
-        peers: true,
-        protocol: fanout::Protocol::Mix,
-        samples: Some(PathBuf::from("../shared/upstream/wolfx-samples.jsonl"))
-            .filter(|p| p.is_file()),
-        versions: 1_000_000,
-        reuse_archive: false,
-        wrk_connections: 32,
-        wrk_seconds: 10,
-        wrk_warmup_seconds: 5,
-        report_cache_mb: None,
-        datasette: [
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 600.0 => Ok(s),
+        _ => Err("a number of seconds in (0, 600]".into()),
+    }
+}
+
+fn millis(text: &str) -> Result<Duration, String> {
+    text.parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| "a whole number of milliseconds".into())
+}
+
+fn parse_args() -> Options {
+    let mut options = <Options as clap::Parser>::parse();
+    if options.datasette.is_none() {
+        options.datasette = [
             std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from),
             Some(PathBuf::from("target")),
         ]
         .into_iter()
         .flatten()
         .map(|dir| dir.join("bench-venv/bin/datasette"))
-        .find(|p| p.is_file()),
-        which: Which::All,
-    };
-    let mut which = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| {
-            args.next()
-                .ok_or_else(|| anyhow!("{name} needs a value\n{USAGE}"))
-        };
-        match arg.as_str() {
-            "--osds" => options.osds = PathBuf::from(value("--osds")?),
-            "--seconds" => {
-                options.seconds = value("--seconds")?.parse().context("--seconds")?;
-                if !(options.seconds > 0.0 && options.seconds <= 600.0) {
-                    bail!("--seconds must be in (0, 600]");
-                }
-            }
-            "--frames" => {
-                options.frames = value("--frames")?.parse().context("--frames")?;
-                if options.frames == 0 || options.frames > 100_000 {
-                    bail!("--frames must be in [1, 100000]");
-                }
-            }
-            "--interval-ms" => {
-                options.interval =
-                    Duration::from_millis(value("--interval-ms")?.parse().context("--interval-ms")?)
-            }
-            "--dir" => options.dir = PathBuf::from(value("--dir")?),
-            "--subscribers" => {
-                options.subscribers = value("--subscribers")?
-                    .split(',')
-                    .map(|n| n.trim().parse::<usize>())
-                    .collect::<Result<_, _>>()
-                    .context("--subscribers")?;
-                if options.subscribers.iter().any(|&n| n == 0 || n > 50_000) {
-                    bail!("--subscribers must be in [1, 50000]");
-                }
-            }
-            "--rounds" => {
-                options.rounds = value("--rounds")?.parse().context("--rounds")?;
-                if options.rounds == 0 || options.rounds > 10_000 {
-                    bail!("--rounds must be in [1, 10000]");
-                }
-            }
-            "--round-interval-ms" => {
-                options.round_interval = Duration::from_millis(
-                    value("--round-interval-ms")?
-                        .parse()
-                        .context("--round-interval-ms")?,
-                )
-            }
-            "--no-peers" => options.peers = false,
-            "--protocol" => {
-                options.protocol = match value("--protocol")?.as_str() {
-                    "mix" => fanout::Protocol::Mix,
-                    "sse" => fanout::Protocol::Sse,
-                    "ws" => fanout::Protocol::Ws,
-                    other => bail!("--protocol must be mix, sse or ws, not `{other}`"),
-                }
-            }
-            "--samples" => options.samples = Some(PathBuf::from(value("--samples")?)),
-            "--versions" => {
-                options.versions = value("--versions")?.parse().context("--versions")?;
-                if options.versions < 2_000 {
-                    bail!("--versions must be at least 2000");
-                }
-            }
-            "--reuse-archive" => options.reuse_archive = true,
-            "--wrk-connections" => {
-                options.wrk_connections = value("--wrk-connections")?
-                    .parse()
-                    .context("--wrk-connections")?
-            }
-            "--wrk-seconds" => {
-                options.wrk_seconds = value("--wrk-seconds")?.parse().context("--wrk-seconds")?
-            }
-            "--wrk-warmup-seconds" => {
-                options.wrk_warmup_seconds = value("--wrk-warmup-seconds")?
-                    .parse()
-                    .context("--wrk-warmup-seconds")?
-            }
-            "--report-cache-mb" => {
-                options.report_cache_mb = Some(
-                    value("--report-cache-mb")?
-                        .parse()
-                        .context("--report-cache-mb")?,
-                )
-            }
-            "--datasette" => options.datasette = Some(PathBuf::from(value("--datasette")?)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            "push-latency" => which = Some(Which::PushLatency),
-            "ingest" => which = Some(Which::Ingest),
-            "fsync" => which = Some(Which::Fsync),
-            "fan-out" => which = Some(Which::FanOut),
-            "wasm" => which = Some(Which::Wasm),
-            "query" => which = Some(Which::Query),
-            "all" => which = Some(Which::All),
-            other => bail!("unknown argument `{other}`\n{USAGE}"),
-        }
+        .find(|p| p.is_file());
     }
-    options.which = which.ok_or_else(|| anyhow!("name a benchmark\n{USAGE}"))?;
-    Ok(options)
+    options
 }
 
 /// Percentiles of a sample, in milliseconds (nearest rank).
@@ -897,7 +808,7 @@ fn print_table(options: &Options, results: &Results) {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
-    let options = parse_args()?;
+    let options = parse_args();
     if !matches!(options.which, Which::Fsync | Which::Wasm) && !options.osds.is_file() {
         bail!(
             "no osds binary at {} (build it: cargo build --release -p osds, or pass --osds)",
