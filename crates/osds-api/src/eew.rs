@@ -1,6 +1,6 @@
 //! The EEW family: `/status`, `/events…`, `/deliveries/{id}/raw`, `/latest`, `/months`, `/reports`.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, parse_int};
 use crate::state::AppState;
 use axum::Router;
@@ -32,7 +32,7 @@ fn event_id(id: &str) -> Result<&str, ApiError> {
         Ok(id)
     } else {
         Err(ApiError::bad_request(
-            "invalid_event_id",
+            ErrorCode::InvalidEventId,
             "event id must be 32 lowercase hexadecimal characters (the `id` of /events)",
         ))
     }
@@ -51,7 +51,7 @@ fn source_param(params: &mut Params, state: &AppState) -> Result<Option<String>,
         Ok(Some(source))
     } else {
         Err(ApiError::bad_request(
-            "invalid_parameter",
+            ErrorCode::InvalidParameter,
             format!("`source` must be one of {}", known.join(", ")),
         ))
     }
@@ -72,7 +72,7 @@ fn date_param(params: &mut Params, name: &str) -> Result<Option<NaiveDate>, ApiE
     match NaiveDate::parse_from_str(&text, "%Y-%m-%d") {
         Ok(date) if well_formed => Ok(Some(date)),
         _ => Err(ApiError::bad_request(
-            "invalid_parameter",
+            ErrorCode::InvalidParameter,
             format!("`{name}` must be a date YYYY-MM-DD (Beijing time)"),
         )),
     }
@@ -143,7 +143,7 @@ async fn events(
         && from > to
     {
         return Err(ApiError::bad_request(
-            "invalid_range",
+            ErrorCode::InvalidRange,
             "`from` is after `to`",
         ));
     }

@@ -2,7 +2,7 @@
 //! connection limits (429), the retired legacy host (410), read-only methods (405), 503 while stopping or when
 //! a request cannot be answered in time, and validators for caching (ETag, 304).
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::listener::Peer;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
@@ -215,7 +215,7 @@ fn strip_port(host: &str) -> &str {
     }
 }
 
-fn too_many(code: &'static str, message: String, retry_after: u64) -> Response {
+fn too_many(code: ErrorCode, message: String, retry_after: u64) -> Response {
     ApiError {
         status: StatusCode::TOO_MANY_REQUESTS,
         code,
@@ -242,7 +242,7 @@ pub async fn limits(
         Take::Allowed { remaining, full_in } => (remaining, full_in),
         Take::Limited { retry_after } => {
             let mut response = too_many(
-                "rate_limited",
+                ErrorCode::RateLimited,
                 format!(
                     "more than {} requests per second on average (burst {}) from {ip}; retry after backing off",
                     gateway.config.rate_per_second, gateway.config.burst
@@ -260,7 +260,7 @@ pub async fn limits(
     };
     let Some(slot) = gateway.take_slot(ip) else {
         let mut response = too_many(
-            "too_many_connections",
+            ErrorCode::TooManyConnections,
             format!(
                 "more than {} requests or live streams at once from {ip}; close one and retry after backing off",
                 gateway.config.max_connections
@@ -324,7 +324,7 @@ pub async fn legacy_host(
     let base = &gateway.config.public_base_url;
     let body = serde_json::json!({
         "error": format!("this entrance is retired; the API is served at {base}"),
-        "code": "gone",
+        "code": ErrorCode::Gone.as_str(),
         "baseUrl": base,
     });
     (StatusCode::GONE, axum::Json(body)).into_response()
@@ -349,7 +349,7 @@ pub async fn methods(request: Request, next: Next) -> Response {
         ref other => {
             let error = ApiError {
                 status: StatusCode::METHOD_NOT_ALLOWED,
-                code: "method_not_allowed",
+                code: ErrorCode::MethodNotAllowed,
                 message: format!(
                     "{other} is not supported: this API is read-only ({ALLOWED_METHODS})"
                 ),

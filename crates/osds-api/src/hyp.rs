@@ -2,7 +2,7 @@
 //! `/hyp/events/{id}/reports/{number}` and `/hyp/events/{id}/export`. Times are Unix ms; reports are served
 //! from their stored payload with `sha256`, the hash of that payload, added.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, PathTexts, parse_int};
 use crate::state::AppState;
 use axum::Router;
@@ -156,7 +156,7 @@ async fn events(
     params.finish()?;
     if to_ms.is_some_and(|to| to < from_ms) {
         return Err(ApiError::bad_request(
-            "invalid_range",
+            ErrorCode::InvalidRange,
             "`to` is before `from`",
         ));
     }
@@ -204,7 +204,7 @@ fn summary_view(params: &mut Params) -> Result<bool, ApiError> {
         None => Ok(false),
         Some("summary") => Ok(true),
         Some(other) => Err(ApiError::bad_request(
-            "invalid_parameter",
+            ErrorCode::InvalidParameter,
             format!("`view` may only be `summary`, not `{other}`"),
         )),
     }
@@ -234,7 +234,7 @@ async fn report(
         [id, number] => (id, number),
         _ => {
             return Err(ApiError::bad_request(
-                "invalid_path",
+                ErrorCode::InvalidPath,
                 "expected an event id and a report number",
             ));
         }

@@ -1,7 +1,7 @@
 //! Strict query-string parsing: every parameter is checked against its bound, and an unknown or repeated
 //! parameter is a 400, so a typo never silently returns unfiltered data.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use std::ops::RangeInclusive;
@@ -22,7 +22,7 @@ impl Params {
         for (i, (key, _)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(k, _)| k == key) {
                 return Err(ApiError::bad_request(
-                    "repeated_parameter",
+                    ErrorCode::RepeatedParameter,
                     format!("parameter `{key}` is given more than once"),
                 ));
             }
@@ -58,7 +58,7 @@ impl Params {
                 &format!("{} to {}", range.start(), range.end()),
             )),
             _ => Err(ApiError::bad_request(
-                "invalid_parameter",
+                ErrorCode::InvalidParameter,
                 format!("parameter `{name}` must be a number"),
             )),
         }
@@ -70,7 +70,7 @@ impl Params {
         };
         if text.chars().count() > max_chars {
             return Err(ApiError::bad_request(
-                "parameter_too_long",
+                ErrorCode::ParameterTooLong,
                 format!("parameter `{name}` is longer than {max_chars} characters"),
             ));
         }
@@ -82,7 +82,7 @@ impl Params {
         match self.pairs.first() {
             None => Ok(()),
             Some((key, _)) => Err(ApiError::bad_request(
-                "unknown_parameter",
+                ErrorCode::UnknownParameter,
                 format!("unknown parameter `{key}`"),
             )),
         }
@@ -100,7 +100,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathText {
         match texts.pop() {
             Some(text) if texts.is_empty() => Ok(PathText(text)),
             _ => Err(ApiError::bad_request(
-                "invalid_path",
+                ErrorCode::InvalidPath,
                 "expected one path parameter",
             )),
         }
@@ -118,7 +118,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathTexts {
         match Path::<Vec<String>>::from_request_parts(parts, state).await {
             Ok(Path(texts)) => Ok(PathTexts(texts)),
             Err(rejection) => Err(ApiError::bad_request(
-                "invalid_path",
+                ErrorCode::InvalidPath,
                 format!("the path cannot be read: {rejection}"),
             )),
         }
@@ -130,7 +130,7 @@ pub fn parse_int(name: &str, text: &str, range: RangeInclusive<i64>) -> Result<i
     let digits = text.strip_prefix('-').unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ApiError::bad_request(
-            "invalid_parameter",
+            ErrorCode::InvalidParameter,
             format!("`{name}` must be an integer"),
         ));
     }
@@ -145,7 +145,7 @@ pub fn parse_int(name: &str, text: &str, range: RangeInclusive<i64>) -> Result<i
 
 fn out_of_range(name: &str, range: &str) -> ApiError {
     ApiError::bad_request(
-        "out_of_range",
+        ErrorCode::OutOfRange,
         format!("`{name}` must be in the range {range}"),
     )
 }
@@ -169,7 +169,7 @@ mod tests {
                 .int("limit", 1..=1000)
                 .unwrap_err()
                 .code,
-            "out_of_range"
+            ErrorCode::OutOfRange
         );
         assert_eq!(
             Params::parse(Some("limit=1.5"))
@@ -177,7 +177,7 @@ mod tests {
                 .int("limit", 1..=1000)
                 .unwrap_err()
                 .code,
-            "invalid_parameter"
+            ErrorCode::InvalidParameter
         );
         assert_eq!(
             Params::parse(Some("limit=+5"))
@@ -185,7 +185,7 @@ mod tests {
                 .int("limit", 1..=1000)
                 .unwrap_err()
                 .code,
-            "invalid_parameter"
+            ErrorCode::InvalidParameter
         );
         assert_eq!(
             Params::parse(Some("after=9007199254740992"))
@@ -193,11 +193,11 @@ mod tests {
                 .int("after", 0..=MAX_SAFE_INTEGER)
                 .unwrap_err()
                 .code,
-            "out_of_range"
+            ErrorCode::OutOfRange
         );
         assert_eq!(
             Params::parse(Some("a=1&a=2")).err().unwrap().code,
-            "repeated_parameter"
+            ErrorCode::RepeatedParameter
         );
         assert_eq!(
             Params::parse(Some("limt=5"))
@@ -205,7 +205,7 @@ mod tests {
                 .finish()
                 .unwrap_err()
                 .code,
-            "unknown_parameter"
+            ErrorCode::UnknownParameter
         );
         let long = "字".repeat(101);
         assert_eq!(
@@ -214,7 +214,7 @@ mod tests {
                 .text("q", 100)
                 .unwrap_err()
                 .code,
-            "parameter_too_long"
+            ErrorCode::ParameterTooLong
         );
         assert!(
             Params::parse(Some(&format!("q={}", "字".repeat(100))))

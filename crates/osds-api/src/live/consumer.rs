@@ -3,7 +3,7 @@
 
 use super::config::LiveConfig;
 use super::feed::Feed;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, parse_int};
 use crate::state::AppState;
 use axum::http::HeaderMap;
@@ -44,7 +44,7 @@ pub(super) fn requested_cursor(
     }
     if !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ApiError::bad_request(
-            "invalid_last_event_id",
+            ErrorCode::InvalidLastEventId,
             "the Last-Event-ID header must be a report id (digits only)",
         ));
     }

@@ -5,7 +5,7 @@ use super::consumer::{
     Duties, lifetime_reason, ready_message, requested_cursor, start_feed, status_message,
 };
 use super::feed::Feed;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::gateway::HeldSlot;
 use crate::listener::Peer;
 use crate::socket::Kind;
@@ -42,7 +42,7 @@ pub async fn ws(
     let after = requested_cursor(query.as_deref(), None)?;
     let upgrade = upgrade.map_err(|rejection| {
         ApiError::bad_request(
-            "websocket_upgrade_required",
+            ErrorCode::WebsocketUpgradeRequired,
             format!(
                 "/ws needs a WebSocket upgrade request: {}",
                 rejection.body_text()
