@@ -46,7 +46,7 @@ pub struct PushPath {
 pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
     let (dir, store, mut writer, session) = fresh_archive(root, "push-path").await?;
     let runtime = osds_runtime::Runtime::new(osds_runtime::Limits::default())?;
-    let decoders = osds_runtime::decoders::DecoderSet::embedded(&runtime)?;
+    let decoders = osds_runtime::decoder_set::DecoderSet::embedded(&runtime)?;
     let cq = decoders
         .for_tag("cq_eew")
         .context("no embedded cq decoder")?

@@ -4,7 +4,7 @@
 
 use crate::{Summary, summarize};
 use anyhow::{Context, Result, bail};
-use osds_runtime::decoders::DecoderSet;
+use osds_runtime::decoder_set::DecoderSet;
 use osds_runtime::{Limits, Runtime};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -150,7 +150,10 @@ mod tests {
 
     #[test]
     fn the_error_codes_are_the_ones_the_openapi_document_lists() {
-        let ours: Vec<String> = ErrorCode::ALL.iter().map(|c| c.as_str().to_string()).collect();
+        let ours: Vec<String> = ErrorCode::ALL
+            .iter()
+            .map(|c| c.as_str().to_string())
+            .collect();
         assert_eq!(ours, documented_codes());
         for code in ErrorCode::ALL {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());

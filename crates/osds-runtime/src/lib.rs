@@ -1,16 +1,16 @@
 //! The sandboxed WebAssembly runtime of the service: the engine and its limits ([`engine`]), the bindings of
 //! each component world ([`decoder`] for `osds:eew/decoder`, [`shaper`] for `osds:hyp/shaper`), the set of
-//! decoders in service ([`decoders`]), the components built into the binary ([`embedded`]) and what the host
+//! decoders in service ([`decoder_set`]), the components built into the binary ([`embedded`]) and what the host
 //! reads of an upstream frame before decoding it ([`units`]).
 
 pub mod decoder;
-pub mod decoders;
+pub mod decoder_set;
 pub mod embedded;
 pub mod engine;
 pub mod shaper;
 pub mod units;
 
 pub use decoder::{DecoderComponent, DecoderInfo};
-pub use decoders::{DecoderSet, SharedDecoders};
+pub use decoder_set::{DecoderSet, SharedDecoders};
 pub use engine::{CallError, Limits, Runtime};
 pub use shaper::{ShaperComponent, ShaperInfo, SharedShaper};

@@ -1,7 +1,7 @@
 //! The local admin channel: a Unix domain socket (never the public port) on which the running server takes
 //! operator commands, one JSON line in and one JSON line out per connection.
 
-use crate::components::{CanaryReport, ComponentManager, SHAPER_CHANNEL};
+use crate::hot_swap::{CanaryReport, ComponentManager, SHAPER_CHANNEL};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

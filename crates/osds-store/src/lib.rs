@@ -16,6 +16,7 @@ mod store;
 #[cfg(test)]
 mod test_archive;
 mod writer;
+mod writer_task;
 
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
 pub use counts::ArchiveCounts;
@@ -27,3 +28,4 @@ pub use store::{DEFAULT_DATABASE_URL, Store, open};
 pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };
+pub use writer_task::WriterTask;

@@ -2,12 +2,12 @@
 //! on every check interval, reconnect after the silence timeout, `query_*` commands after each connect.
 
 use super::UpstreamConfig;
-use super::archive::ArchiveHandle;
+use super::board::UpstreamBoard;
 use super::pipeline::{self, MARKER_PRIMARY_PUSH, MARKER_QUERY_OR_PUSH, MARKER_REDUNDANT_PUSH};
-use super::state::LiveState;
 use futures_util::{SinkExt, StreamExt};
 use osds_runtime::SharedDecoders;
 use osds_runtime::units;
+use osds_store::WriterTask;
 use osds_time::now_rfc3339;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -25,8 +25,8 @@ pub(super) struct Context {
     /// The channel's own socket (else the redundant `/all_eew`).
     pub primary: bool,
     pub decoders: SharedDecoders,
-    pub archive: ArchiveHandle,
-    pub live: Arc<LiveState>,
+    pub writer: WriterTask,
+    pub board: Arc<UpstreamBoard>,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -56,13 +56,13 @@ pub(super) async fn run(mut cx: Context) {
         {
             Ok(Ok((socket, _))) => {
                 backoff = FIRST_RETRY;
-                let session_id = cx.archive.open_session(&cx.path, cx.role(), &url).await;
-                cx.archive.session_connected(session_id).await;
+                let session_id = cx.writer.open_session(&cx.path, cx.role(), &url).await;
+                cx.writer.session_connected(session_id).await;
                 tracing::info!(path = %cx.path, session_id, "upstream connected");
                 transition(&cx, true, Some(session_id), None).await;
                 let reason = pump(&mut cx, socket, session_id).await;
                 tracing::warn!(path = %cx.path, session_id, %reason, "upstream connection ended");
-                cx.archive.session_ended(session_id, &reason).await;
+                cx.writer.session_ended(session_id, &reason).await;
                 transition(&cx, false, None, Some(reason)).await;
             }
             Ok(Err(e)) => {
@@ -90,15 +90,15 @@ pub(super) async fn run(mut cx: Context) {
 async fn transition(cx: &Context, connected: bool, session_id: Option<i64>, error: Option<String>) {
     let reason = error.clone().unwrap_or_default();
     for (source, up) in cx
-        .live
+        .board
         .set_connected(&cx.path, connected, session_id, error)
     {
         if up {
             tracing::info!(%source, "channel back: outage ends");
-            cx.archive.outage_end(&source).await;
+            cx.writer.outage_end(&source).await;
         } else {
             tracing::warn!(%source, "channel out: neither its own socket nor /all_eew is connected");
-            cx.archive
+            cx.writer
                 .outage_begin(&source, &format!("{}: {reason}", cx.path))
                 .await;
         }
@@ -119,7 +119,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
     check.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // Queries go out one at a time, `query_spacing` apart, starting right after connect.
     let mut queries: VecDeque<(String, String)> = cx
-        .live
+        .board
         .channels()
         .iter()
         .filter(|c| !cx.primary || c.path == cx.path)
@@ -128,7 +128,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
     let mut next_query = Instant::now();
     let mut queried_at: HashMap<String, Instant> = HashMap::new();
     let own_type = cx
-        .live
+        .board
         .channel_for_path(&cx.path)
         .filter(|_| cx.primary)
         .map(|c| c.type_tag.clone());
@@ -142,7 +142,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                     Some(Ok(Message::Binary(bytes))) => bytes.to_vec(),
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
                         last_message = Instant::now();
-                        cx.live.message(&cx.path);
+                        cx.board.message(&cx.path);
                         continue;
                     }
                     Some(Ok(Message::Close(frame))) => {
@@ -155,9 +155,9 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                 let received_at = now_rfc3339();
                 let units = units::split(&bytes);
                 if units::is_control_frame(&units) {
-                    cx.live.message(&cx.path);
+                    cx.board.message(&cx.path);
                     let counter = if units[0].type_tag.as_deref() == Some("pong") { "pongs" } else { "heartbeats" };
-                    cx.archive.count(counter, 1).await;
+                    cx.writer.count(counter, 1).await;
                     continue;
                 }
                 let within_query_window = |tag: &Option<String>| {
@@ -176,8 +176,8 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                     osds_store::UnitKind::Unparsed { source, .. } => source.clone(),
                     osds_store::UnitKind::Ignored => None,
                 });
-                cx.live.received(&cx.path, source.as_deref(), &received_at);
-                cx.archive.ingest(incoming).await;
+                cx.board.received(&cx.path, source.as_deref(), &received_at);
+                cx.writer.ingest(incoming).await;
             }
             _ = check.tick() => {
                 if last_message.elapsed() >= config.silence_timeout {

@@ -1,16 +1,15 @@
 //! Ingestion from the Wolfx relay: one WebSocket per channel plus the redundant `/all_eew`, each frame routed,
-//! decoded by its channel's component and handed to the single archive writer, which commits durably and only
+//! decoded by its channel's component and handed to the store's writer task, which commits durably and only
 //! then announces the new high-water mark to live subscribers.
 
-mod archive;
+mod board;
 mod connection;
 mod pipeline;
-mod state;
 
-pub use archive::ArchiveHandle;
-pub use state::{ChannelSpec, LiveState};
+pub use board::{ChannelSpec, UpstreamBoard};
 
 use osds_runtime::SharedDecoders;
+use osds_store::WriterTask;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -50,8 +49,8 @@ impl UpstreamConfig {
 pub struct Ingester {
     config: UpstreamConfig,
     decoders: SharedDecoders,
-    archive: ArchiveHandle,
-    live: Arc<LiveState>,
+    writer: WriterTask,
+    board: Arc<UpstreamBoard>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
     shutdown: watch::Sender<bool>,
 }
@@ -61,26 +60,26 @@ impl Ingester {
     pub async fn start(
         config: UpstreamConfig,
         decoders: SharedDecoders,
-        archive: ArchiveHandle,
-        live: Arc<LiveState>,
+        writer: WriterTask,
+        board: Arc<UpstreamBoard>,
     ) -> anyhow::Result<Arc<Ingester>> {
         let (shutdown, _) = watch::channel(false);
         let ingester = Arc::new(Ingester {
             config,
             decoders,
-            archive,
-            live,
+            writer,
+            board,
             tasks: Default::default(),
             shutdown,
         });
-        for channel in ingester.live.channels() {
+        for channel in ingester.board.channels() {
             ingester
-                .archive
+                .writer
                 .outage_begin(&channel.source, "service started; not yet connected")
                 .await;
             ingester.connect(channel.path.clone(), true);
         }
-        ingester.connect(state::REDUNDANT_PATH.to_string(), false);
+        ingester.connect(board::REDUNDANT_PATH.to_string(), false);
         Ok(ingester)
     }
 
@@ -91,8 +90,8 @@ impl Ingester {
             path,
             primary,
             decoders: self.decoders.clone(),
-            archive: self.archive.clone(),
-            live: self.live.clone(),
+            writer: self.writer.clone(),
+            board: self.board.clone(),
             shutdown: self.shutdown.subscribe(),
         };
         let task = tokio::spawn(connection::run(context));
@@ -104,9 +103,9 @@ impl Ingester {
 
     /// Starts archiving a channel added while the service runs (a component for a new agency).
     pub async fn add_channel(&self, channel: ChannelSpec) {
-        if self.live.add_channel(channel.clone()) {
+        if self.board.add_channel(channel.clone()) {
             tracing::info!(source = %channel.source, path = %channel.path, "new channel: connecting upstream");
-            self.archive
+            self.writer
                 .outage_begin(&channel.source, "channel added; not yet connected")
                 .await;
             self.connect(channel.path, true);

@@ -1,7 +1,7 @@
 //! From one received frame to what the archive stores: split, route by `type`, decode in the channel's
 //! component (off the async threads), and compute each report's version identity.
 
-use osds_runtime::decoders::SharedDecoders;
+use osds_runtime::decoder_set::SharedDecoders;
 use osds_runtime::units;
 use osds_store::{Incoming, UnitKind, UnitRecord};
 use sha2::{Digest, Sha256};

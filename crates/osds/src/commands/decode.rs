@@ -2,7 +2,7 @@
 
 use super::limits_args::LimitsArgs;
 use osds_runtime::Runtime;
-use osds_runtime::decoders::DecoderSet;
+use osds_runtime::decoder_set::DecoderSet;
 use osds_runtime::units;
 use osds_runtime::units::is_control_tag;
 use serde_json::{Value, json};

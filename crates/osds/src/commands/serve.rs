@@ -11,11 +11,12 @@ use osds_runtime::DecoderSet;
 use osds_runtime::SharedShaper;
 use osds_runtime::{Limits, Runtime, ShaperComponent};
 use osds_server::admin;
-use osds_server::components::ComponentManager;
+use osds_server::hot_swap::ComponentManager;
 use osds_server::hyp::runner::{Recorder, Runner};
 use osds_server::hyp::source::ReplaySource;
-use osds_server::ingest::{ArchiveHandle, ChannelSpec, Ingester, LiveState, UpstreamConfig};
+use osds_server::ingest::{ChannelSpec, Ingester, UpstreamBoard, UpstreamConfig};
 use osds_store as store;
+use osds_store::WriterTask;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -211,7 +212,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let info = decoder.info();
         tracing::info!(name = %info.name, version = %info.version, source = %info.source, claims = ?info.claims, sha256 = %info.sha256, "decoder loaded");
     }
-    let live = Arc::new(LiveState::new(ChannelSpec::from_decoders(&decoder_set)));
+    let board = Arc::new(UpstreamBoard::new(ChannelSpec::from_decoders(&decoder_set)));
     let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
 
     let (store, mut writer) = osds_store::open(&args.database_url).await?;
@@ -219,16 +220,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .report_cache()
         .set_budget(args.report_cache_mb.saturating_mul(1 << 20));
     writer.close_stale_sessions().await?;
-    live.seed_last_received(store.last_receptions().await?);
+    board.seed_last_received(store.last_receptions().await?);
     tracing::info!(database = %args.database_url, high_water = writer.high_water(), report_cache_mib = args.report_cache_mb, "archive open");
-    let archive = ArchiveHandle::spawn(writer);
+    let writer_task = WriterTask::spawn(writer);
 
     let ingester = if args.no_ingest {
         tracing::info!("ingestion disabled (--no-ingest): serving the archive only");
         None
     } else {
         tracing::info!(upstream = %upstream.url, "ingesting from the relay");
-        Some(Ingester::start(upstream, decoders.clone(), archive.clone(), live.clone()).await?)
+        Some(
+            Ingester::start(
+                upstream,
+                decoders.clone(),
+                writer_task.clone(),
+                board.clone(),
+            )
+            .await?,
+        )
     };
     let shaper = ShaperComponent::embedded(&wasm)?;
     tracing::info!(name = %shaper.info().name, sha256 = %shaper.info().sha256, "hyp shaper loaded");
@@ -257,13 +266,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (stopping, shutdown) = tokio::sync::watch::channel(false);
     let recent = Arc::new(osds_api::recent::RecentReports::new(
         store.clone(),
-        *archive.high_water().borrow(),
+        *writer_task.high_water().borrow(),
     ));
     // One hub shard per worker thread (the runtime's default count).
     let hub = osds_api::live::hub::Hub::start(
         &store,
         &recent,
-        &archive.high_water(),
+        &writer_task.high_water(),
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
     let live_streams = tokio_util::task::TaskTracker::new();
@@ -272,9 +281,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         live_streams: live_streams.clone(),
         recent,
         store,
-        upstream: live.clone(),
+        upstream: board.clone(),
         decoders,
-        high_water: archive.high_water(),
+        high_water: writer_task.high_water(),
         live_config,
         shutdown,
         backups: Arc::new(store::BackupSettings {
@@ -367,10 +376,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(ingester) = ingester {
         ingester.stop().await;
     }
-    for source in live.sources() {
-        archive.outage_begin(&source, "service stopped").await;
+    for source in board.sources() {
+        writer_task.outage_begin(&source, "service stopped").await;
     }
-    archive.flush().await;
+    writer_task.flush().await;
     Ok(())
 }
 

@@ -1,7 +1,7 @@
-//! The archive task: owns the [`Writer`], commits frames in groups (one durable commit for whatever queued up
+//! The writer task: owns the [`Writer`], commits frames in groups (one durable commit for whatever queued up
 //! meanwhile), and only after a commit publishes the new high-water mark to live subscribers.
 
-use osds_store::{Incoming, Writer};
+use crate::writer::{Incoming, Writer};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -30,18 +30,18 @@ enum Command {
 
 /// Sends work to the archive task. Cheap to clone.
 #[derive(Clone)]
-pub struct ArchiveHandle {
+pub struct WriterTask {
     commands: mpsc::Sender<Command>,
     high_water: watch::Receiver<i64>,
 }
 
-impl ArchiveHandle {
+impl WriterTask {
     /// Starts the archive task over `writer`.
-    pub fn spawn(writer: Writer) -> ArchiveHandle {
+    pub fn spawn(writer: Writer) -> WriterTask {
         let (commands, receiver) = mpsc::channel(QUEUE_DEPTH);
         let (high_water_tx, high_water) = watch::channel(writer.high_water());
         tokio::spawn(run(writer, receiver, high_water_tx));
-        ArchiveHandle {
+        WriterTask {
             commands,
             high_water,
         }

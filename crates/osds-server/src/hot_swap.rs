@@ -7,7 +7,7 @@
 use crate::ingest::{ChannelSpec, Ingester};
 use anyhow::Context;
 use osds_runtime::SharedShaper;
-use osds_runtime::decoders::{SharedDecoders, wasm_files};
+use osds_runtime::decoder_set::{SharedDecoders, wasm_files};
 use osds_runtime::units;
 use osds_runtime::units::Unit;
 use osds_runtime::{DecoderComponent, DecoderInfo, Runtime, ShaperComponent, ShaperInfo};

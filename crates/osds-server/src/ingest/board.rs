@@ -60,13 +60,13 @@ struct Inner {
 }
 
 /// Shared between the connection tasks and the API.
-pub struct LiveState {
+pub struct UpstreamBoard {
     inner: Mutex<Inner>,
 }
 
-impl LiveState {
-    pub fn new(channels: Vec<ChannelSpec>) -> LiveState {
-        let state = LiveState {
+impl UpstreamBoard {
+    pub fn new(channels: Vec<ChannelSpec>) -> UpstreamBoard {
+        let state = UpstreamBoard {
             inner: Mutex::new(Inner::default()),
         };
         state.add_connection(REDUNDANT_PATH, "redundant");
@@ -224,17 +224,17 @@ impl LiveState {
     }
 }
 
-impl Upstream for LiveState {
+impl Upstream for UpstreamBoard {
     fn sources(&self) -> Vec<String> {
-        LiveState::sources(self)
+        UpstreamBoard::sources(self)
     }
 
     fn connections(&self) -> Vec<ConnectionState> {
-        LiveState::connections(self)
+        UpstreamBoard::connections(self)
     }
 
     fn source_states(&self) -> Vec<SourceState> {
-        LiveState::source_states(self)
+        UpstreamBoard::source_states(self)
     }
 }
 
