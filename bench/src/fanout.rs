@@ -4,9 +4,10 @@
 //! to its publisher location), so the two are measured the same way.
 
 use crate::{Summary, cq_frame, proc_cpu_secs, proc_memory, summarize};
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use fake_relay::FakeRelay;
 use futures_util::StreamExt;
+use osds_testkit::sse::SseFramer;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -171,16 +172,15 @@ async fn sse_subscriber(
         ready();
     }
     let mut body = response.bytes_stream();
-    let mut buffer: Vec<u8> = Vec::new();
+    let mut framer = SseFramer::default();
     while let Some(chunk) = body.next().await {
         let arrived = Instant::now();
-        buffer.extend_from_slice(&chunk?);
-        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-            let block: Vec<u8> = buffer.drain(..end + 2).collect();
-            let block = String::from_utf8_lossy(&block);
-            if block.starts_with("event: ready") || block.contains("\nevent: ready") {
+        framer.push(&chunk?);
+        while let Some(message) = framer.next_message() {
+            let message = message.context("SSE is UTF-8")?;
+            if message.event.as_deref() == Some("ready") {
                 ready();
-            } else if let Some((measured, number)) = find_report(&block) {
+            } else if let Some((measured, number)) = find_report(&message.data) {
                 let _ = tx.send((index, measured, number, arrived));
             }
         }

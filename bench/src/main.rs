@@ -30,6 +30,7 @@ use anyhow::{Context, Result, bail};
 use clap::builder::TypedValueParser;
 use fake_relay::{FakeRelay, RelayConfig};
 use futures_util::StreamExt;
+use osds_testkit::sse::SseFramer;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Write;
@@ -384,38 +385,21 @@ async fn sse_subscriber(
         .await?
         .error_for_status()?;
     let mut body = response.bytes_stream();
-    let mut buffer = String::new();
+    let mut framer = SseFramer::default();
     let mut ready = Some(ready);
     while let Some(chunk) = body.next().await {
         let arrived = Instant::now();
-        buffer.push_str(std::str::from_utf8(&chunk?).context("SSE is UTF-8")?);
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let mut event = None;
-            let mut data = String::new();
-            for line in block.lines() {
-                let (field, value) = line.split_once(':').unwrap_or((line, ""));
-                let value = value.strip_prefix(' ').unwrap_or(value);
-                match field {
-                    "event" => event = Some(value.to_string()),
-                    "data" => {
-                        if !data.is_empty() {
-                            data.push('\n');
-                        }
-                        data.push_str(value);
-                    }
-                    _ => {}
-                }
-            }
-            match event.as_deref() {
+        framer.push(&chunk?);
+        while let Some(message) = framer.next_message() {
+            let message = message.context("SSE is UTF-8")?;
+            match message.event.as_deref() {
                 Some("ready") => {
                     if let Some(ready) = ready.take() {
                         let _ = ready.send(()).await;
                     }
                 }
                 Some("report") => {
-                    let report: Value =
-                        serde_json::from_str(&data).context("SSE report is JSON")?;
+                    let report: Value = message.try_json().context("SSE report is JSON")?;
                     if let Some(id) = report["upstreamEventId"].as_str() {
                         let _ = tx.send((id.to_string(), arrived));
                     }

@@ -6,27 +6,14 @@ use serde_json::Value;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
-/// One SSE message as the stream framed it.
-#[derive(Debug, Default, Clone)]
-pub struct SseEvent {
-    pub event: Option<String>,
-    pub id: Option<String>,
-    pub data: String,
-    pub retry: Option<String>,
-    pub comments: Vec<String>,
-}
-
-impl SseEvent {
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.data).expect("event data is JSON")
-    }
-}
+pub use osds_testkit::sse::SseEvent;
+use osds_testkit::sse::SseFramer;
 
 /// A minimal EventSource reader over reqwest.
 pub struct SseClient {
     body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
     /// Bytes as they came: a chunk may end inside a character, so only whole messages are decoded.
-    buffer: Vec<u8>,
+    framer: SseFramer,
 }
 
 impl SseClient {
@@ -46,38 +33,24 @@ impl SseClient {
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         Ok(SseClient {
             body: Box::pin(response.bytes_stream()),
-            buffer: Vec::new(),
+            framer: SseFramer::default(),
         })
     }
 
     /// The next message, `None` when the server ended the stream.
     pub async fn next(&mut self) -> Option<SseEvent> {
         loop {
-            if let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\n\n") {
-                let bytes: Vec<u8> = self.buffer.drain(..end + 2).collect();
-                let block = String::from_utf8(bytes).expect("an SSE message is UTF-8");
-                let mut event = SseEvent::default();
-                for line in block.lines().filter(|line| !line.is_empty()) {
-                    let (field, value) = line.split_once(':').unwrap_or((line, ""));
-                    let value = value.strip_prefix(' ').unwrap_or(value).to_string();
-                    match field {
-                        "" => event.comments.push(value),
-                        "event" => event.event = Some(value),
-                        "id" => event.id = Some(value),
-                        "retry" => event.retry = Some(value),
-                        "data" => {
-                            if !event.data.is_empty() {
-                                event.data.push('\n');
-                            }
-                            event.data.push_str(&value);
-                        }
-                        other => panic!("unknown SSE field `{other}`"),
-                    }
-                }
+            if let Some(message) = self.framer.next_message() {
+                let event = message.expect("an SSE message is UTF-8");
+                assert!(
+                    event.unknown.is_empty(),
+                    "unknown SSE fields {:?}",
+                    event.unknown
+                );
                 return Some(event);
             }
             match tokio::time::timeout(Duration::from_secs(20), self.body.next()).await {
-                Ok(Some(Ok(chunk))) => self.buffer.extend_from_slice(&chunk),
+                Ok(Some(Ok(chunk))) => self.framer.push(&chunk),
                 Ok(_) => return None,
                 Err(_) => panic!("no SSE data for 20 s"),
             }
