@@ -41,14 +41,33 @@ pub enum Command {
 
 pub fn main() -> ExitCode {
     let args: Vec<_> = std::env::args_os().collect();
-    let command = match crate::config::with_file(Cli::command(), &args) {
+    let configured = crate::config::check_environment(
+        &Cli::command(),
+        std::env::vars_os().map(|(name, _)| name),
+    )
+    .and_then(|()| crate::config::with_file(Cli::command(), &args));
+    let command = match configured {
         Ok(command) => command,
         Err(e) => {
             eprintln!("osds: {e:#}");
             return ExitCode::from(2);
         }
     };
-    let cli = Cli::from_arg_matches(&command.get_matches_from(args)).unwrap_or_else(|e| e.exit());
+    let root = command.clone();
+    let matches = command.get_matches_from(args.clone());
+    let mut path = Vec::new();
+    let mut current = &matches;
+    while let Some((name, sub)) = current.subcommand() {
+        path.push(name.to_string());
+        current = sub;
+    }
+    if let Err(e) = crate::config::file_keys(&args)
+        .and_then(|keys| crate::config::check_applicable(&root, &path, &keys))
+    {
+        eprintln!("osds: {e:#}");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_logging(&cli.log);
     let result = match cli.command {
         Command::Serve(args) => commands::serve::run(*args),

@@ -1,8 +1,9 @@
 //! Configuration comes from flags, then `OSDS_*` environment variables, then a TOML file (`--config FILE` or
 //! `OSDS_CONFIG`), then built-in defaults. The file's keys are the long flag names (`database-url = "..."`);
 //! each key becomes the default of every flag of that name in the command tree, so clap's own precedence
-//! (flag, then environment, then default) covers all three sources and nothing mutates the environment. A key
-//! that names no flag of any command is an error.
+//! (flag, then environment, then default) covers all three sources and nothing mutates the environment.
+//! Strict: a file key that names no flag of the command being run, and an `OSDS_*` variable that no command
+//! reads, are errors that name the nearest valid one.
 
 use anyhow::Context;
 use clap::Command;
@@ -62,13 +63,134 @@ fn with_settings(mut command: Command, text: &str, path: &Path) -> anyhow::Resul
         };
         let mut found = false;
         command = set_default(command, &key, &values, &mut found);
-        anyhow::ensure!(
-            found,
-            "config key `{key}` in {}: no command has a flag --{key} (see `osds help <command>`)",
-            path.display()
-        );
+        if !found {
+            anyhow::bail!(
+                "config key `{key}` in {}: no command has a flag --{key}{}",
+                path.display(),
+                suggestion(&key, &long_names(&command))
+            );
+        }
     }
     Ok(command)
+}
+
+/// The keys of the config file named in `args`, if there is one.
+pub fn file_keys(args: &[OsString]) -> anyhow::Result<Vec<String>> {
+    let Some(path) = config_path(args) else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("read config file {}", path.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .with_context(|| format!("parse config file {}", path.display()))?;
+    Ok(table.keys().cloned().collect())
+}
+
+/// Every file key must be a flag of the command being run (`path` is its chain of subcommand names from the
+/// root, whose global flags apply everywhere).
+pub fn check_applicable(root: &Command, path: &[String], keys: &[String]) -> anyhow::Result<()> {
+    let mut command = root;
+    let mut applicable: Vec<String> = long_names_of(root, true);
+    for name in path {
+        let Some(sub) = command.find_subcommand(name) else {
+            break;
+        };
+        command = sub;
+        applicable.extend(long_names_of(command, false));
+    }
+    let running = std::iter::once("osds")
+        .chain(path.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for key in keys {
+        if !applicable.contains(key) {
+            anyhow::bail!(
+                "config key `{key}` does not apply to `{running}`{}",
+                suggestion(key, &applicable)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every `OSDS_*` variable in `vars` must be one a flag of some command reads.
+pub fn check_environment(
+    root: &Command,
+    vars: impl IntoIterator<Item = OsString>,
+) -> anyhow::Result<()> {
+    let known = env_names(root);
+    for name in vars {
+        let name = name.to_string_lossy();
+        if name.starts_with("OSDS_") && !known.iter().any(|k| *k == name) {
+            anyhow::bail!(
+                "environment variable {name} is not a setting of any command{}",
+                suggestion(&name, &known)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The long flag names of `command` (its global ones only, when `globals_only`).
+fn long_names_of(command: &Command, globals_only: bool) -> Vec<String> {
+    command
+        .get_arguments()
+        .filter(|arg| !globals_only || arg.is_global_set())
+        .filter_map(|arg| arg.get_long().map(str::to_string))
+        .collect()
+}
+
+/// The long flag names of every command in the tree.
+fn long_names(command: &Command) -> Vec<String> {
+    let mut names = long_names_of(command, false);
+    for sub in command.get_subcommands() {
+        names.extend(long_names(sub));
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The environment variables of every flag in the tree.
+fn env_names(command: &Command) -> Vec<String> {
+    let mut names: Vec<String> = command
+        .get_arguments()
+        .filter_map(|arg| arg.get_env().map(|e| e.to_string_lossy().into_owned()))
+        .collect();
+    for sub in command.get_subcommands() {
+        names.extend(env_names(sub));
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// `" (did you mean `x`?)"` for the candidate nearest to `name` by edit distance, if one is near.
+fn suggestion(name: &str, candidates: &[String]) -> String {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(2))
+        .min()
+        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
+}
+
+/// Levenshtein distance in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// Sets `values` as the default of every flag `--key` in `command` and its subcommands.
@@ -126,11 +248,45 @@ mod tests {
     }
 
     #[test]
-    fn a_key_no_command_knows_is_an_error() {
+    fn a_key_no_command_knows_is_an_error_naming_the_nearest() {
         let error = parse("databse-url = \"x\"\n", &["osds", "backup"]).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("config key `databse-url`"), "{message}");
         assert!(
-            error.to_string().contains("config key `databse-url`"),
+            message.contains("did you mean `database-url`?"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_key_of_another_command_does_not_apply() {
+        let root = Cli::command();
+        let keys = vec!["database-url".to_string(), "listen".to_string()];
+        let error = check_applicable(&root, &["backup".to_string()], &keys).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("config key `listen` does not apply to `osds backup`"),
             "{error:#}"
         );
+        check_applicable(&root, &["serve".to_string()], &keys).unwrap();
+        check_applicable(&root, &["backup".to_string()], &["log".to_string()]).unwrap();
+    }
+
+    #[test]
+    fn an_osds_variable_no_command_reads_is_an_error() {
+        let root = Cli::command();
+        let error = check_environment(&root, [OsString::from("OSDS_DATABSE_URL")]).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("OSDS_DATABSE_URL"), "{message}");
+        assert!(
+            message.contains("did you mean `OSDS_DATABASE_URL`?"),
+            "{message}"
+        );
+        check_environment(
+            &root,
+            [OsString::from("OSDS_DATABASE_URL"), OsString::from("PATH")],
+        )
+        .unwrap();
     }
 }

@@ -1,0 +1,96 @@
+//! Settings are strict on the real binary: the config file's keys and `OSDS_*` variables are checked against
+//! the command being run, and a file key becomes that command's default, below its flag.
+
+mod support;
+
+use support::{osds, tempdir};
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_config_file_sets_defaults_and_refuses_what_the_command_does_not_take() {
+    let dir = tempdir("config");
+    let database = dir.join("from-file.db");
+    let file = dir.join("osds.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "database-url = \"sqlite://{}\"\nbackup-keep = 3\n",
+            database.display()
+        ),
+    )
+    .unwrap();
+    // The file's settings are the command's: the backup looks for the file's database (which does not exist).
+    let taken = osds()
+        .arg("--config")
+        .arg(&file)
+        .arg("backup")
+        .output()
+        .unwrap();
+    assert!(!taken.status.success());
+    assert!(
+        stderr(&taken).contains(&format!("database {} does not exist", database.display())),
+        "{}",
+        stderr(&taken)
+    );
+    // A flag beats the file.
+    let flagged = dir.join("from-flag.db");
+    let taken = osds()
+        .arg("--config")
+        .arg(&file)
+        .arg("backup")
+        .arg("--database-url")
+        .arg(format!("sqlite://{}", flagged.display()))
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&taken).contains(&format!("database {} does not exist", flagged.display())),
+        "{}",
+        stderr(&taken)
+    );
+
+    // A key of another command (`listen` is `serve`'s) is refused before anything runs.
+    std::fs::write(&file, "listen = \"127.0.0.1:0\"\n").unwrap();
+    let refused = osds()
+        .arg("--config")
+        .arg(&file)
+        .arg("backup")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("config key `listen` does not apply to `osds backup`"),
+        "{}",
+        stderr(&refused)
+    );
+
+    // A misspelt key names the nearest one.
+    std::fs::write(&file, "databse-url = \"sqlite://x.db\"\n").unwrap();
+    let misspelt = osds()
+        .arg("--config")
+        .arg(&file)
+        .arg("backup")
+        .output()
+        .unwrap();
+    assert_eq!(misspelt.status.code(), Some(2));
+    assert!(
+        stderr(&misspelt).contains("did you mean `database-url`?"),
+        "{}",
+        stderr(&misspelt)
+    );
+
+    // So does an OSDS_ variable no command reads.
+    let variable = osds()
+        .env("OSDS_DATABSE_URL", "sqlite://x.db")
+        .args(["backup", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(variable.status.code(), Some(2));
+    assert!(
+        stderr(&variable).contains("OSDS_DATABSE_URL is not a setting of any command"),
+        "{}",
+        stderr(&variable)
+    );
+}
