@@ -2,25 +2,14 @@
 
 use super::detector_args::{DetectorArgs, HypSource};
 use anyhow::Context;
-use osds_api::gateway::{Gateway, GatewayConfig};
-use osds_api::listener::{LiveListener, Peer};
+use osds_api::gateway::GatewayConfig;
 use osds_api::live::LiveConfig;
-use osds_api::tls;
-use osds_api::{self, AppState};
-use osds_runtime::DecoderSet;
-use osds_runtime::SharedShaper;
-use osds_runtime::{Limits, Runtime, ShaperComponent};
-use osds_server::admin;
-use osds_server::hot_swap::ComponentManager;
-use osds_server::hyp::runner::{Recorder, Runner};
-use osds_server::hyp::source::ReplaySource;
-use osds_server::ingest::{ChannelSpec, Ingester, UpstreamBoard, UpstreamConfig};
-use osds_store as store;
-use osds_store::WriterTask;
+use osds_server::ingest::UpstreamConfig;
+use osds_server::service::{self, DetectorPlan, DetectorSource, ServiceConfig};
+use osds_store::BackupSettings;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -206,296 +195,63 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
     };
 
-    let wasm = Runtime::new(Limits::default())?;
-    let decoder_set = DecoderSet::load(&wasm, args.components_dir.as_deref())?;
-    for decoder in decoder_set.decoders() {
-        let info = decoder.info();
-        tracing::info!(name = %info.name, version = %info.version, source = %info.source, claims = ?info.claims, sha256 = %info.sha256, "decoder loaded");
-    }
-    let board = Arc::new(UpstreamBoard::new(ChannelSpec::from_decoders(&decoder_set)));
-    let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
-
-    let (store, mut writer) = osds_store::open(&args.database_url).await?;
-    store
-        .report_cache()
-        .set_budget(args.report_cache_mb.saturating_mul(1 << 20));
-    writer.close_stale_sessions().await?;
-    board.seed_last_received(store.last_receptions().await?);
-    tracing::info!(database = %args.database_url, high_water = writer.high_water(), report_cache_mib = args.report_cache_mb, "archive open");
-    let writer_task = WriterTask::spawn(writer);
-
-    let ingester = if args.no_ingest {
-        tracing::info!("ingestion disabled (--no-ingest): serving the archive only");
-        None
-    } else {
-        tracing::info!(upstream = %upstream.url, "ingesting from the relay");
-        Some(
-            Ingester::start(
-                upstream,
-                decoders.clone(),
-                writer_task.clone(),
-                board.clone(),
-            )
-            .await?,
-        )
-    };
-    let shaper = ShaperComponent::embedded(&wasm)?;
-    tracing::info!(name = %shaper.info().name, sha256 = %shaper.info().sha256, "hyp shaper loaded");
-    let shaper = Arc::new(arc_swap::ArcSwap::from_pointee(shaper));
-    let components = ComponentManager::new(
-        wasm.clone(),
-        decoders.clone(),
-        store.clone(),
-        shaper.clone(),
-        args.canary_fixtures.clone(),
-        args.canary_recent.max(0),
-    );
-    if let Some(ingester) = &ingester {
-        components.attach_ingester(ingester.clone());
-    }
-    let admin_socket = admin::serve(args.admin_socket.clone(), components.clone())?;
-    if let Some(dir) = args.components_dir.clone() {
-        reload_on_hangup(components.clone(), dir);
-    }
-
     if !(args.rate_limit_per_sec.is_finite() && args.rate_limit_per_sec > 0.0)
         || args.rate_limit_burst == 0
     {
         anyhow::bail!("--rate-limit-per-sec and --rate-limit-burst must be positive");
     }
-    let (stopping, shutdown) = tokio::sync::watch::channel(false);
-    let recent = Arc::new(osds_api::recent::RecentReports::new(
-        store.clone(),
-        *writer_task.high_water().borrow(),
-    ));
-    // One hub shard per worker thread (the runtime's default count).
-    let hub = osds_api::live::hub::Hub::start(
-        &store,
-        &recent,
-        &writer_task.high_water(),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-    );
-    let live_streams = tokio_util::task::TaskTracker::new();
-    let state = AppState {
-        hub,
-        live_streams: live_streams.clone(),
-        recent,
-        store,
-        upstream: board.clone(),
-        decoders,
-        high_water: writer_task.high_water(),
-        live_config,
-        shutdown,
-        backups: Arc::new(store::BackupSettings {
+    let config = ServiceConfig {
+        listen: args.listen,
+        database_url: args.database_url.clone(),
+        upstream: (!args.no_ingest).then_some(upstream),
+        live: live_config,
+        components_dir: args.components_dir.clone(),
+        report_cache_mb: args.report_cache_mb,
+        canary_fixtures: args.canary_fixtures.clone(),
+        canary_recent: args.canary_recent,
+        admin_socket: args.admin_socket.clone(),
+        backups: BackupSettings {
             directory: args.backup_dir.clone(),
             every: (args.backup_every_secs > 0)
                 .then(|| Duration::from_secs(args.backup_every_secs)),
             keep: args.backup_keep as usize,
-        }),
-        shaper,
-    };
-    let detector = start_detector(
-        &args.detector,
-        &args.database_url,
-        state.shaper.clone(),
-        state.shutdown.clone(),
-    )
-    .await?;
-    let backups = tokio::spawn(store::backup::periodic(
-        args.database_url.clone(),
-        state.backups.clone(),
-        state.shutdown.clone(),
-    ));
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
-        _ => None,
-    };
-    let request_timeout = seconds("request-timeout-secs", args.request_timeout_secs)?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listen on {}", args.listen))?;
-    let address = listener.local_addr()?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let gateway = Gateway::new(
-        GatewayConfig {
+        },
+        gateway: GatewayConfig {
             rate_per_second: args.rate_limit_per_sec,
             burst: f64::from(args.rate_limit_burst),
             max_connections: args.max_connections_per_client,
             trusted_proxies: args.trusted_proxy.clone(),
             legacy_hosts: args.legacy_host.clone(),
-            public_base_url: args
-                .public_base_url
-                .clone()
-                .unwrap_or_else(|| format!("{scheme}://{address}/api/v1")),
-            request_timeout,
+            public_base_url: String::new(),
+            request_timeout: seconds("request-timeout-secs", args.request_timeout_secs)?,
         },
-        state.shutdown.clone(),
-    );
-    let app = osds_api::router(state, gateway).into_make_service_with_connect_info::<Peer>();
-    let shutdown_grace = seconds("shutdown-grace-secs", args.shutdown_grace_secs)?;
-    let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
-    let drain = async move {
-        shutdown_signal().await;
-        // Live connections never end by themselves: tell them to close so the drain can finish.
-        let _ = stopping.send(true);
-        let _ = draining.send(());
+        public_base_url: args.public_base_url.clone(),
+        tls: args.tls_cert.clone().zip(args.tls_key.clone()),
+        shutdown_grace: seconds("shutdown-grace-secs", args.shutdown_grace_secs)?,
+        detector: detector_plan(&args.detector)?,
     };
-    let grace_over = async move {
-        match drain_started.await {
-            Ok(()) => tokio::time::sleep(shutdown_grace).await,
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tracing::info!(%address, %scheme, "serving /api/v1");
-    // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
-    println!("osds: serving {scheme}://{address}/api/v1");
-    match tls {
-        Some(acceptor) => {
-            let listener = tls::TlsListener::new(listener, acceptor)?;
-            let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
-            let serving = then_streams(serving.into_future(), live_streams);
-            drain_within(serving, grace_over, shutdown_grace).await?
-        }
-        None => {
-            let listener = LiveListener(listener);
-            let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
-            let serving = then_streams(serving.into_future(), live_streams);
-            drain_within(serving, grace_over, shutdown_grace).await?
-        }
-    }
-
-    tracing::info!("shutting down");
-    admin_socket.abort();
-    let _ = std::fs::remove_file(&args.admin_socket);
-    // Returns at once: it stops on the shutdown signal, abandoning a backup in progress.
-    let _ = backups.await;
-    if let Some(detector) = detector {
-        // It closes the events still open as `interrupted` before it returns.
-        let _ = detector.await;
-    }
-    if let Some(ingester) = ingester {
-        ingester.stop().await;
-    }
-    for source in board.sources() {
-        writer_task.outage_begin(&source, "service stopped").await;
-    }
-    writer_task.flush().await;
-    Ok(())
+    service::run(config).await
 }
 
-/// Starts the self-sensing detector on the configured source, with its own connection to the archive (hyp
-/// reports never wait on the EEW writer). It stops when `shutdown` turns true.
-async fn start_detector(
-    args: &DetectorArgs,
-    database_url: &str,
-    shaper: SharedShaper,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
-    if args.hyp_source == HypSource::Off {
-        tracing::info!("hyp detector off (--hyp-source kmoni|replay runs it)");
-        return Ok(None);
-    }
-    let network = args.images.network()?;
-    let config = args.detector_config()?;
-    tracing::info!(model = %config.travel_times.name(), "hyp travel times");
-    let (store, writer) = osds_store::open(database_url).await?;
-    let frames = osds_store::FrameArchive::open(&args.images.hyp_frames_url).await?;
-    let handle = match args.hyp_source {
-        HypSource::Kmoni => {
-            let recorder = args.retention()?.map(|retention| Recorder {
-                archive: frames,
-                retention,
-            });
-            let runner = Runner::new(network, config, store, writer, shaper, recorder);
-            let fetcher = args.images.fetcher(args.live_schedule()?)?;
-            tokio::spawn(async move {
-                if let Err(error) = runner.run(fetcher, shutdown).await {
-                    tracing::error!(error = %format!("{error:#}"), "hyp detector failed");
-                }
-            })
-        }
+/// What `--hyp-source` and the detector's flags ask for.
+fn detector_plan(args: &DetectorArgs) -> anyhow::Result<DetectorPlan> {
+    let source = match args.hyp_source {
+        HypSource::Off => return Ok(DetectorPlan::Off),
+        HypSource::Kmoni => DetectorSource::Kmoni {
+            fetcher: Box::new(args.images.fetcher(args.live_schedule()?)?),
+            retention: args.retention()?,
+        },
         HypSource::Replay => {
-            let (Some(from), Some(to)) = (args.replay_from, args.replay_to) else {
+            let (Some(from_ms), Some(to_ms)) = (args.replay_from, args.replay_to) else {
                 anyhow::bail!("--hyp-source replay needs --replay-from and --replay-to");
             };
-            // Replayed images are in the archive already: nothing to record.
-            let runner = Runner::new(network, config, store, writer, shaper, None);
-            let replay = ReplaySource::new(frames, from, to);
-            tokio::spawn(async move {
-                if let Err(error) = runner.run(replay, shutdown).await {
-                    tracing::error!(error = %format!("{error:#}"), "hyp replay failed");
-                }
-            })
+            DetectorSource::Replay { from_ms, to_ms }
         }
-        HypSource::Off => unreachable!("handled above"),
     };
-    Ok(Some(handle))
-}
-
-/// SIGHUP installs every component in `dir` that is not loaded yet, through the same validate → canary →
-/// swap path as `osds components install`.
-fn reload_on_hangup(components: Arc<ComponentManager>, dir: PathBuf) {
-    #[cfg(unix)]
-    tokio::spawn(async move {
-        let Ok(mut hangups) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            tracing::warn!(
-                "SIGHUP cannot be watched; reload components with `osds components install`"
-            );
-            return;
-        };
-        while hangups.recv().await.is_some() {
-            tracing::info!(dir = %dir.display(), "SIGHUP: reloading components");
-            components.reload_dir(&dir).await;
-        }
-    });
-}
-
-/// Serves until the drain after a shutdown signal ends, or until `grace_over`: the connections still open
-/// then are closed with the runtime.
-/// Serving, then the SSE streams that took their connections from hyper (they end when told to stop).
-async fn then_streams(
-    serving: impl Future<Output = std::io::Result<()>>,
-    streams: tokio_util::task::TaskTracker,
-) -> std::io::Result<()> {
-    serving.await?;
-    streams.close();
-    streams.wait().await;
-    Ok(())
-}
-
-async fn drain_within(
-    serving: impl Future<Output = std::io::Result<()>>,
-    grace_over: impl Future<Output = ()>,
-    grace: Duration,
-) -> std::io::Result<()> {
-    tokio::select! {
-        served = serving => served,
-        () = grace_over => {
-            tracing::warn!(
-                grace_secs = grace.as_secs_f64(),
-                "connections still open after the shutdown grace (consumers that read nothing); closing them"
-            );
-            Ok(())
-        }
-    }
-}
-
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(_) => return interrupt.await.unwrap_or_default(),
-            };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    interrupt.await.unwrap_or_default();
+    Ok(DetectorPlan::Run {
+        network: Box::new(args.images.network()?),
+        config: args.detector_config()?,
+        frames_url: args.images.hyp_frames_url.clone(),
+        source,
+    })
 }

@@ -1,0 +1,362 @@
+//! The service, wired: the archive and its writer task, the decoders and the shaper with their hot-swap manager
+//! and admin socket, ingestion, the detector, periodic backups and the public listener, all started from one
+//! [`ServiceConfig`] and stopped in order on SIGINT or SIGTERM (`osds serve` builds the config from its flags).
+
+use crate::admin;
+use crate::hot_swap::ComponentManager;
+use crate::hyp::runner::{Recorder, Runner};
+use crate::hyp::source::{KmoniFetcher, ReplaySource};
+use crate::ingest::{ChannelSpec, Ingester, UpstreamBoard, UpstreamConfig};
+use anyhow::Context;
+use osds_api::AppState;
+use osds_api::gateway::{Gateway, GatewayConfig};
+use osds_api::listener::{LiveListener, Peer};
+use osds_api::live::LiveConfig;
+use osds_api::tls;
+use osds_detector::detector::DetectorConfig;
+use osds_detector::stations::Network;
+use osds_runtime::{DecoderSet, Limits, Runtime, ShaperComponent, SharedShaper};
+use osds_store::{BackupSettings, WriterTask};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything the service is started with.
+pub struct ServiceConfig {
+    /// Address of the public API.
+    pub listen: SocketAddr,
+    pub database_url: String,
+    /// The relay to ingest from; `None`: serve the archive only.
+    pub upstream: Option<UpstreamConfig>,
+    pub live: LiveConfig,
+    /// Decoder components to load instead of the built-in ones.
+    pub components_dir: Option<PathBuf>,
+    /// Memory for rendered report versions, MiB.
+    pub report_cache_mb: usize,
+    pub canary_fixtures: Option<PathBuf>,
+    pub canary_recent: i64,
+    /// The local admin socket of `osds components`.
+    pub admin_socket: PathBuf,
+    pub backups: BackupSettings,
+    /// The gateway's limits; its `public_base_url` is set from the field below.
+    pub gateway: GatewayConfig,
+    /// The base URL named to clients of the legacy host; `None`: the listen address's.
+    pub public_base_url: Option<String>,
+    /// PEM certificate chain and key: serve HTTPS and WSS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// How long a shutdown waits for open connections.
+    pub shutdown_grace: Duration,
+    pub detector: DetectorPlan,
+}
+
+/// Whether and how the self-sensing detector runs.
+pub enum DetectorPlan {
+    Off,
+    Run {
+        network: Box<Network>,
+        config: DetectorConfig,
+        /// The recorder's frame archive (images), also what a replay reads.
+        frames_url: String,
+        source: DetectorSource,
+    },
+}
+
+/// Where the detector's frames come from.
+pub enum DetectorSource {
+    /// The live monitor images, recorded for `retention` when given.
+    Kmoni {
+        fetcher: Box<KmoniFetcher>,
+        retention: Option<Duration>,
+    },
+    /// The recorded images of `from_ms..=to_ms`.
+    Replay { from_ms: i64, to_ms: i64 },
+}
+
+/// Runs the service until SIGINT or SIGTERM, then stops it in order.
+pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
+    let ServiceConfig {
+        listen,
+        database_url,
+        upstream,
+        live,
+        components_dir,
+        report_cache_mb,
+        canary_fixtures,
+        canary_recent,
+        admin_socket: admin_path,
+        backups,
+        mut gateway,
+        public_base_url,
+        tls,
+        shutdown_grace,
+        detector,
+    } = config;
+    let wasm = Runtime::new(Limits::default())?;
+    let decoder_set = DecoderSet::load(&wasm, components_dir.as_deref())?;
+    for decoder in decoder_set.decoders() {
+        let info = decoder.info();
+        tracing::info!(name = %info.name, version = %info.version, source = %info.source, claims = ?info.claims, sha256 = %info.sha256, "decoder loaded");
+    }
+    let board = Arc::new(UpstreamBoard::new(ChannelSpec::from_decoders(&decoder_set)));
+    let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
+
+    let (store, mut writer) = osds_store::open(&database_url).await?;
+    store
+        .report_cache()
+        .set_budget(report_cache_mb.saturating_mul(1 << 20));
+    writer.close_stale_sessions().await?;
+    board.seed_last_received(store.last_receptions().await?);
+    tracing::info!(database = %database_url, high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
+    let writer_task = WriterTask::spawn(writer);
+
+    let ingester = if let Some(upstream) = upstream {
+        tracing::info!(upstream = %upstream.url, "ingesting from the relay");
+        Some(
+            Ingester::start(
+                upstream,
+                decoders.clone(),
+                writer_task.clone(),
+                board.clone(),
+            )
+            .await?,
+        )
+    } else {
+        tracing::info!("ingestion disabled (--no-ingest): serving the archive only");
+        None
+    };
+    let shaper = ShaperComponent::embedded(&wasm)?;
+    tracing::info!(name = %shaper.info().name, sha256 = %shaper.info().sha256, "hyp shaper loaded");
+    let shaper = Arc::new(arc_swap::ArcSwap::from_pointee(shaper));
+    let components = ComponentManager::new(
+        wasm.clone(),
+        decoders.clone(),
+        store.clone(),
+        shaper.clone(),
+        canary_fixtures,
+        canary_recent.max(0),
+    );
+    if let Some(ingester) = &ingester {
+        components.attach_ingester(ingester.clone());
+    }
+    let admin_socket = admin::serve(admin_path.clone(), components.clone())?;
+    if let Some(dir) = components_dir {
+        reload_on_hangup(components.clone(), dir);
+    }
+
+    let (stopping, shutdown) = tokio::sync::watch::channel(false);
+    let recent = Arc::new(osds_api::recent::RecentReports::new(
+        store.clone(),
+        *writer_task.high_water().borrow(),
+    ));
+    // One hub shard per worker thread (the runtime's default count).
+    let hub = osds_api::live::hub::Hub::start(
+        &store,
+        &recent,
+        &writer_task.high_water(),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
+    let live_streams = tokio_util::task::TaskTracker::new();
+    let state = AppState {
+        hub,
+        live_streams: live_streams.clone(),
+        recent,
+        store,
+        upstream: board.clone(),
+        decoders,
+        high_water: writer_task.high_water(),
+        live_config: live,
+        shutdown,
+        backups: Arc::new(backups),
+        shaper,
+    };
+    let detector = start_detector(
+        detector,
+        &database_url,
+        state.shaper.clone(),
+        state.shutdown.clone(),
+    )
+    .await?;
+    let backups = tokio::spawn(osds_store::backup::periodic(
+        database_url.clone(),
+        state.backups.clone(),
+        state.shutdown.clone(),
+    ));
+    let tls = match tls {
+        Some((cert, key)) => Some(tls::acceptor(&cert, &key)?),
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listen on {listen}"))?;
+    let address = listener.local_addr()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    gateway.public_base_url =
+        public_base_url.unwrap_or_else(|| format!("{scheme}://{address}/api/v1"));
+    let gateway = Gateway::new(gateway, state.shutdown.clone());
+    let app = osds_api::router(state, gateway).into_make_service_with_connect_info::<Peer>();
+    let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
+    let drain = async move {
+        shutdown_signal().await;
+        // Live connections never end by themselves: tell them to close so the drain can finish.
+        let _ = stopping.send(true);
+        let _ = draining.send(());
+    };
+    let grace_over = async move {
+        match drain_started.await {
+            Ok(()) => tokio::time::sleep(shutdown_grace).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tracing::info!(%address, %scheme, "serving /api/v1");
+    // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
+    println!("osds: serving {scheme}://{address}/api/v1");
+    match tls {
+        Some(acceptor) => {
+            let listener = tls::TlsListener::new(listener, acceptor)?;
+            let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
+            let serving = then_streams(serving.into_future(), live_streams);
+            drain_within(serving, grace_over, shutdown_grace).await?
+        }
+        None => {
+            let listener = LiveListener(listener);
+            let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
+            let serving = then_streams(serving.into_future(), live_streams);
+            drain_within(serving, grace_over, shutdown_grace).await?
+        }
+    }
+
+    tracing::info!("shutting down");
+    admin_socket.abort();
+    let _ = std::fs::remove_file(&admin_path);
+    // Returns at once: it stops on the shutdown signal, abandoning a backup in progress.
+    let _ = backups.await;
+    if let Some(detector) = detector {
+        // It closes the events still open as `interrupted` before it returns.
+        let _ = detector.await;
+    }
+    if let Some(ingester) = ingester {
+        ingester.stop().await;
+    }
+    for source in board.sources() {
+        writer_task.outage_begin(&source, "service stopped").await;
+    }
+    writer_task.flush().await;
+    Ok(())
+}
+
+/// Starts the self-sensing detector as `plan` says, with its own connection to the archive (hyp reports never
+/// wait on the EEW writer). It stops when `shutdown` turns true.
+async fn start_detector(
+    plan: DetectorPlan,
+    database_url: &str,
+    shaper: SharedShaper,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let DetectorPlan::Run {
+        network,
+        config,
+        frames_url,
+        source,
+    } = plan
+    else {
+        tracing::info!("hyp detector off (--hyp-source kmoni|replay runs it)");
+        return Ok(None);
+    };
+    tracing::info!(model = %config.travel_times.name(), "hyp travel times");
+    let (store, writer) = osds_store::open(database_url).await?;
+    let frames = osds_store::FrameArchive::open(&frames_url).await?;
+    let handle = match source {
+        DetectorSource::Kmoni { fetcher, retention } => {
+            let recorder = retention.map(|retention| Recorder {
+                archive: frames,
+                retention,
+            });
+            let runner = Runner::new(*network, config, store, writer, shaper, recorder);
+            tokio::spawn(async move {
+                if let Err(error) = runner.run(*fetcher, shutdown).await {
+                    tracing::error!(error = %format!("{error:#}"), "hyp detector failed");
+                }
+            })
+        }
+        DetectorSource::Replay { from_ms, to_ms } => {
+            // Replayed images are in the archive already: nothing to record.
+            let runner = Runner::new(*network, config, store, writer, shaper, None);
+            let replay = ReplaySource::new(frames, from_ms, to_ms);
+            tokio::spawn(async move {
+                if let Err(error) = runner.run(replay, shutdown).await {
+                    tracing::error!(error = %format!("{error:#}"), "hyp replay failed");
+                }
+            })
+        }
+    };
+    Ok(Some(handle))
+}
+
+/// SIGHUP installs every component in `dir` that is not loaded yet, through the same validate → canary →
+/// swap path as `osds components install`.
+fn reload_on_hangup(components: Arc<ComponentManager>, dir: PathBuf) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let Ok(mut hangups) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            tracing::warn!(
+                "SIGHUP cannot be watched; reload components with `osds components install`"
+            );
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            tracing::info!(dir = %dir.display(), "SIGHUP: reloading components");
+            components.reload_dir(&dir).await;
+        }
+    });
+}
+
+/// Serves until the drain after a shutdown signal ends, or until `grace_over`: the connections still open
+/// then are closed with the runtime.
+/// Serving, then the SSE streams that took their connections from hyper (they end when told to stop).
+async fn then_streams(
+    serving: impl Future<Output = std::io::Result<()>>,
+    streams: tokio_util::task::TaskTracker,
+) -> std::io::Result<()> {
+    serving.await?;
+    streams.close();
+    streams.wait().await;
+    Ok(())
+}
+
+async fn drain_within(
+    serving: impl Future<Output = std::io::Result<()>>,
+    grace_over: impl Future<Output = ()>,
+    grace: Duration,
+) -> std::io::Result<()> {
+    tokio::select! {
+        served = serving => served,
+        () = grace_over => {
+            tracing::warn!(
+                grace_secs = grace.as_secs_f64(),
+                "connections still open after the shutdown grace (consumers that read nothing); closing them"
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => return interrupt.await.unwrap_or_default(),
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await.unwrap_or_default();
+}
