@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use wolfx_core::Decoded;
 
 /// Differences listed in a canary report at most (the counts are always complete).
@@ -131,7 +131,8 @@ pub struct ComponentManager {
     runtime: Arc<Runtime>,
     decoders: SharedDecoders,
     store: Store,
-    ingester: OnceLock<Arc<Ingester>>,
+    /// New channels get their upstream connection from the ingester (none with `--no-ingest`).
+    ingester: Option<Arc<Ingester>>,
     canary_fixtures: Option<PathBuf>,
     canary_recent: i64,
     /// The decoder each channel had before its last install; also serialises installs.
@@ -152,12 +153,13 @@ impl ComponentManager {
         shaper: SharedShaper,
         canary_fixtures: Option<PathBuf>,
         canary_recent: i64,
+        ingester: Option<Arc<Ingester>>,
     ) -> Arc<ComponentManager> {
         Arc::new(ComponentManager {
             runtime,
             decoders,
             store,
-            ingester: OnceLock::new(),
+            ingester,
             canary_fixtures,
             canary_recent,
             previous: Default::default(),
@@ -239,11 +241,6 @@ impl ComponentManager {
         *previous = Some(self.shaper.swap(restored));
         tracing::info!(name = %info.name, sha256 = %info.sha256, "shaper rolled back");
         Ok(info)
-    }
-
-    /// New channels get their upstream connection from the ingester (none with `--no-ingest`).
-    pub fn attach_ingester(&self, ingester: Arc<Ingester>) {
-        let _ = self.ingester.set(ingester);
     }
 
     /// The loaded decoders, when each was installed, and which channels can be rolled back.
@@ -432,7 +429,7 @@ impl ComponentManager {
     }
 
     async fn add_channels(&self, info: &DecoderInfo) {
-        let Some(ingester) = self.ingester.get() else {
+        let Some(ingester) = &self.ingester else {
             return;
         };
         for tag in &info.claims {

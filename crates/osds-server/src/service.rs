@@ -47,6 +47,8 @@ pub struct ServiceConfig {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// How long a shutdown waits for open connections.
     pub shutdown_grace: Duration,
+    /// The memory limit and deadline of every call into a component.
+    pub limits: Limits,
     pub detector: DetectorPlan,
 }
 
@@ -90,9 +92,10 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
         public_base_url,
         tls,
         shutdown_grace,
+        limits,
         detector,
     } = config;
-    let wasm = Runtime::new(Limits::default())?;
+    let wasm = Runtime::new(limits)?;
     let decoder_set = DecoderSet::load(&wasm, components_dir.as_deref())?;
     for decoder in decoder_set.decoders() {
         let info = decoder.info();
@@ -135,10 +138,8 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
         shaper.clone(),
         canary_fixtures,
         canary_recent.max(0),
+        ingester.clone(),
     );
-    if let Some(ingester) = &ingester {
-        components.attach_ingester(ingester.clone());
-    }
     let admin_socket = admin::serve(admin_path.clone(), components.clone())?;
     if let Some(dir) = components_dir {
         reload_on_hangup(components.clone(), dir);

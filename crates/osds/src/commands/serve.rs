@@ -1,6 +1,7 @@
 //! `osds serve`: ingest from the upstream relay, archive, and serve the public API.
 
 use super::detector_args::{DetectorArgs, HypSource};
+use super::limits_args::LimitsArgs;
 use anyhow::Context;
 use osds_api::gateway::GatewayConfig;
 use osds_api::live::LiveConfig;
@@ -147,6 +148,8 @@ pub struct ServeArgs {
     #[arg(long, env = "OSDS_BACKUP_KEEP", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub backup_keep: u32,
     #[command(flatten)]
+    pub limits: LimitsArgs,
+    #[command(flatten)]
     pub detector: DetectorArgs,
 }
 
@@ -228,6 +231,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         public_base_url: args.public_base_url.clone(),
         tls: args.tls_cert.clone().zip(args.tls_key.clone()),
         shutdown_grace: seconds("shutdown-grace-secs", args.shutdown_grace_secs)?,
+        limits: args.limits.limits(),
         detector: detector_plan(&args.detector)?,
     };
     service::run(config).await
