@@ -41,13 +41,12 @@ pub enum Command {
 
 pub fn main() -> ExitCode {
     let args: Vec<_> = std::env::args_os().collect();
-    let configured = crate::config::check_environment(
-        &Cli::command(),
-        std::env::vars_os().map(|(name, _)| name),
-    )
-    .and_then(|()| crate::config::with_file(Cli::command(), &args));
-    let command = match configured {
-        Ok(command) => command,
+    let command = Cli::command();
+    let configured =
+        crate::config::check_environment(&command, std::env::vars_os().map(|(name, _)| name))
+            .and_then(|()| crate::config::with_file(command, &args));
+    let (command, file_keys) = match configured {
+        Ok(configured) => configured,
         Err(e) => {
             eprintln!("osds: {e:#}");
             return ExitCode::from(2);
@@ -61,9 +60,7 @@ pub fn main() -> ExitCode {
         path.push(name.to_string());
         current = sub;
     }
-    if let Err(e) = crate::config::file_keys(&args)
-        .and_then(|keys| crate::config::check_applicable(&root, &path, &keys))
-    {
+    if let Err(e) = crate::config::check_applicable(&root, &path, &file_keys) {
         eprintln!("osds: {e:#}");
         return ExitCode::from(2);
     }

@@ -25,23 +25,30 @@ fn config_path(args: &[OsString]) -> Option<PathBuf> {
     std::env::var_os("OSDS_CONFIG").map(PathBuf::from)
 }
 
-/// `command` with the settings of the config file named in `args` (if any) as its flags' defaults.
-pub fn with_file(command: Command, args: &[OsString]) -> anyhow::Result<Command> {
+/// `command` with the settings of the config file named in `args` (if any) as its flags' defaults, and the
+/// file's keys (for [`check_applicable`] once the command being run is known).
+pub fn with_file(command: Command, args: &[OsString]) -> anyhow::Result<(Command, Vec<String>)> {
     match config_path(args) {
         Some(path) => {
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("read config file {}", path.display()))?;
             with_settings(command, &text, &path)
         }
-        None => Ok(command),
+        None => Ok((command, Vec::new())),
     }
 }
 
-/// `command` with each key of the TOML `text` (read from `path`) as the default of the flags it names.
-fn with_settings(mut command: Command, text: &str, path: &Path) -> anyhow::Result<Command> {
+/// `command` with each key of the TOML `text` (read from `path`) as the default of the flags it names, and
+/// the keys.
+fn with_settings(
+    mut command: Command,
+    text: &str,
+    path: &Path,
+) -> anyhow::Result<(Command, Vec<String>)> {
     let table: toml::Table = text
         .parse()
         .with_context(|| format!("parse config file {}", path.display()))?;
+    let keys: Vec<String> = table.keys().cloned().collect();
     for (key, value) in table {
         let values: Vec<String> = match value {
             toml::Value::String(s) => vec![s],
@@ -71,20 +78,7 @@ fn with_settings(mut command: Command, text: &str, path: &Path) -> anyhow::Resul
             );
         }
     }
-    Ok(command)
-}
-
-/// The keys of the config file named in `args`, if there is one.
-pub fn file_keys(args: &[OsString]) -> anyhow::Result<Vec<String>> {
-    let Some(path) = config_path(args) else {
-        return Ok(Vec::new());
-    };
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("read config file {}", path.display()))?;
-    let table: toml::Table = text
-        .parse()
-        .with_context(|| format!("parse config file {}", path.display()))?;
-    Ok(table.keys().cloned().collect())
+    Ok((command, keys))
 }
 
 /// Every file key must be a flag of the command being run (`path` is its chain of subcommand names from the
@@ -222,7 +216,7 @@ mod tests {
     use clap::{CommandFactory, FromArgMatches};
 
     fn parse(file: &str, args: &[&str]) -> anyhow::Result<Cli> {
-        let command = with_settings(Cli::command(), file, Path::new("test.toml"))?;
+        let (command, _) = with_settings(Cli::command(), file, Path::new("test.toml"))?;
         let matches = command.try_get_matches_from(args)?;
         Ok(Cli::from_arg_matches(&matches)?)
     }
