@@ -8,6 +8,7 @@
 //!   and its size.
 
 use anyhow::{Context, Result};
+use osds_api::report_cache::ReportCache;
 use osds_store::Incoming;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -95,12 +96,13 @@ pub async fn feed_reads(root: &Path, readers: &[usize]) -> Result<Vec<FeedReads>
         writer.ingest(&[cq_incoming(session, "B", n)?]).await?;
     }
     let newest = writer.high_water();
+    let cache = std::sync::Arc::new(ReportCache::default());
     let mut out = Vec::new();
     // Single reads first (warm).
     let mut single = Duration::ZERO;
     for _ in 0..200 {
         let at = Instant::now();
-        store.reports_after(newest - 1, 100).await?;
+        cache.reports_after(&store, newest - 1, 100).await?;
         single += at.elapsed();
     }
     for &n in readers {
@@ -108,9 +110,10 @@ pub async fn feed_reads(root: &Path, readers: &[usize]) -> Result<Vec<FeedReads>
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..n {
             let store = store.clone();
+            let cache = cache.clone();
             tasks.spawn(async move {
-                store
-                    .reports_after(newest - 1, 100)
+                cache
+                    .reports_after(&store, newest - 1, 100)
                     .await
                     .map(|p| p.items.len())
             });
@@ -137,10 +140,12 @@ pub struct PageCost {
     pub body_bytes: f64,
 }
 
-/// `pages` random `reports_after(after, 1000)` on the archive at `db`, then their serialisation.
+/// `pages` random `/reports` pages of 1,000 (through the API's report cache) on the archive at `db`, then
+/// their serialisation.
 pub async fn page_cost(db: &Path, versions: u64, pages: usize) -> Result<PageCost> {
     let (store, writer) = osds_store::open(&format!("sqlite://{}", db.display())).await?;
     drop(writer);
+    let cache = ReportCache::default();
     let (mut read, mut serialize, mut bytes) = (Duration::ZERO, Duration::ZERO, 0_usize);
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
     for _ in 0..pages {
@@ -149,7 +154,7 @@ pub async fn page_cost(db: &Path, versions: u64, pages: usize) -> Result<PageCos
         seed ^= seed << 17;
         let after = (seed % versions.saturating_sub(1000).max(1)) as i64;
         let at = Instant::now();
-        let page = store.reports_after(after, 1000).await?;
+        let page = cache.reports_after(&store, after, 1000).await?;
         read += at.elapsed();
         let at = Instant::now();
         let (body, _) = page.to_json();

@@ -1,17 +1,24 @@
 //! The EEW family: `/status`, `/events…`, `/deliveries/{id}/raw`, `/latest`, `/months`, `/reports`.
 
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, parse_int};
+use crate::report_item::ReportPage;
+use crate::response::eew::{
+    Delivery, DeliveryPage, EewEvent, EewPage, EewReport, Month, Months, Outage, Session,
+};
+use crate::response::json;
+use crate::response::status::{
+    Archive, BACKUPS_NOTE, Backups, Decoder, LastBackup, Latest, SourceStatus, Status,
+};
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Json, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::NaiveDate;
-use osds_store::{EventFilter, ReportPage};
+use osds_store::EventFilter;
 use osds_time::{beijing_day_start_ms, now_rfc3339};
-use serde_json::{Value, json};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -78,58 +85,55 @@ fn date_param(params: &mut Params, name: &str) -> Result<Option<NaiveDate>, ApiE
     }
 }
 
-async fn status(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
     no_params(query)?;
     let archive = state.store.archive_counts().await?;
     let sessions = state.store.recent_sessions(20).await?;
     let outages = state.store.outages(50).await?;
     let open_outages = state.store.open_outages().await?;
-    let sources: Vec<Value> = state
+    let sources: Vec<SourceStatus> = state
         .upstream
         .source_states()
         .into_iter()
-        .map(|s| {
-            let current_outage = open_outages
+        .map(|s| SourceStatus {
+            current_outage: open_outages
                 .iter()
-                .find(|o| o["source"] == s.source.as_str())
-                .cloned();
-            let mut value = serde_json::to_value(&s).unwrap_or_default();
-            value["currentOutage"] = current_outage.unwrap_or(Value::Null);
-            value
+                .find(|o| o.source == s.source)
+                .map(Outage::from_row),
+            state: s,
         })
         .collect();
-    let healthy = sources.iter().all(|s| s["connected"] == true);
+    let healthy = sources.iter().all(|s| s.state.connected);
     let decoder_set = state.decoders.load();
-    let decoders: Vec<Value> = decoder_set
-        .decoders()
+    let loaded = decoder_set.decoders();
+    let decoders = loaded
         .iter()
-        .map(|d| {
-            let mut info = serde_json::to_value(d.info()).unwrap_or_default();
-            info["installedAt"] = json!(decoder_set.installed_at(&d.info().sha256));
-            info
-        })
+        .map(|d| Decoder::new(d.info(), decoder_set.installed_at(&d.info().sha256)))
         .collect();
-    Ok(Json(json!({
-        "version": 1,
-        "serverTime": now_rfc3339(),
-        "healthy": healthy,
-        "sources": sources,
-        "archive": archive,
-        "connections": sessions,
-        "upstreamSockets": state.upstream.connections(),
-        "outages": outages,
-        "backups": osds_store::backup::status(&state.backups).await,
-        "decoders": decoders,
-    })))
+    let backup_files = osds_store::backup::files(&state.backups).await;
+    let backups = Backups {
+        directory: state.backups.directory.display().to_string(),
+        every_seconds: state.backups.every.map(|every| every.as_secs()),
+        keep: state.backups.keep,
+        last: backup_files.first().map(LastBackup::from),
+        count: backup_files.len(),
+        note: BACKUPS_NOTE,
+    };
+    json(&Status {
+        version: 1,
+        server_time: now_rfc3339(),
+        healthy,
+        sources,
+        archive: Archive::from(archive),
+        connections: sessions.iter().map(Session::from_row).collect(),
+        upstream_sockets: state.upstream.connections(),
+        outages: outages.iter().map(Outage::from_row).collect(),
+        backups,
+        decoders,
+    })
 }
 
-async fn events(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+async fn events(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
     let mut params = Params::parse(query.as_deref())?;
     let source = source_param(&mut params, &state)?;
     let from = date_param(&mut params, "from")?;
@@ -157,48 +161,57 @@ async fn events(
         limit,
     };
     let page_data = state.store.events(&filter).await?;
-    let pages = (page_data.total + limit - 1) / limit;
-    Ok(Json(
-        json!({ "items": page_data.items, "total": page_data.total, "page": page, "limit": limit, "pages": pages }),
-    ))
+    json(&EewPage {
+        items: page_data.items.iter().map(EewEvent::from_row).collect(),
+        total: page_data.total,
+        page,
+        limit,
+        pages: (page_data.total + limit - 1) / limit,
+    })
+}
+
+/// `/events/{id}` and its export: the event with every stored version, in an export each with its raw text.
+async fn event_detail(state: &AppState, id: &str, export: bool) -> ApiResult {
+    let id = event_id(id)?;
+    let stored = state
+        .store
+        .event(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no event {id}")))?;
+    let reports = stored.versions.iter().map(|v| EewReport {
+        raw_text: export.then(|| String::from_utf8_lossy(&v.raw).into_owned()),
+        ..EewReport::from_row(&v.report)
+    });
+    json(&EewEvent {
+        reports: Some(reports.collect()),
+        exported_at: export.then(now_rfc3339),
+        ..EewEvent::from_row(&stored.event)
+    })
 }
 
 async fn event(
     State(state): State<AppState>,
     PathText(id): PathText,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> ApiResult {
     no_params(query)?;
-    let id = event_id(&id)?;
-    state
-        .store
-        .event(id, false)
-        .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("no event {id}")))
+    event_detail(&state, &id, false).await
 }
 
 async fn export(
     State(state): State<AppState>,
     PathText(id): PathText,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> ApiResult {
     no_params(query)?;
-    let id = event_id(&id)?;
-    let mut event = state
-        .store
-        .event(id, true)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no event {id}")))?;
-    event["exportedAt"] = json!(now_rfc3339());
-    Ok(Json(event))
+    event_detail(&state, &id, true).await
 }
 
 async fn deliveries(
     State(state): State<AppState>,
     PathText(id): PathText,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> ApiResult {
     let mut params = Params::parse(query.as_deref())?;
     let after = params.int("after", 0..=MAX_SAFE_INTEGER)?.unwrap_or(0);
     let limit = params.int("limit", 1..=1000)?.unwrap_or(100);
@@ -208,9 +221,10 @@ async fn deliveries(
         return Err(ApiError::not_found(format!("no event {id}")));
     }
     let page = state.store.deliveries(id, after, limit).await?;
-    Ok(Json(
-        json!({ "items": page.items, "nextCursor": page.next_cursor }),
-    ))
+    json(&DeliveryPage {
+        items: page.items.iter().map(Delivery::from_row).collect(),
+        next_cursor: page.next_cursor,
+    })
 }
 
 async fn raw(
@@ -246,37 +260,35 @@ async fn raw(
     Ok((headers, bytes).into_response())
 }
 
-async fn latest(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+/// What `/latest`'s `note` says.
+const LATEST_NOTE: &str = "Each item is the most recently archived event of its channel. It is not a list of warnings in progress: \
+     check issuedAt/originAt and the isTest, isCancelled and isFinal flags. `connected` describes only the \
+     current upstream connection and does not mean that no report is missing from the history.";
+
+async fn latest(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
     no_params(query)?;
-    let mut items = Vec::new();
+    let mut rows = Vec::new();
     for source in state.upstream.sources() {
         if let Some(event) = state.store.latest_event(&source).await? {
-            items.push(event);
+            rows.push(event);
         }
     }
-    Ok(Json(json!({
-        "items": items,
-        "sources": state.upstream.source_states(),
-        "serverTime": now_rfc3339(),
-        "note": "Each item is the most recently archived event of its channel. It is not a list of warnings in progress: \
-                 check issuedAt/originAt and the isTest, isCancelled and isFinal flags. `connected` describes only the \
-                 current upstream connection and does not mean that no report is missing from the history.",
-    })))
+    json(&Latest {
+        items: rows.iter().map(EewEvent::from_row).collect(),
+        sources: state.upstream.source_states(),
+        server_time: now_rfc3339(),
+        note: LATEST_NOTE,
+    })
 }
 
-async fn months(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+async fn months(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
     let mut params = Params::parse(query.as_deref())?;
     let source = source_param(&mut params, &state)?;
     params.finish()?;
-    Ok(Json(
-        json!({ "items": state.store.months(source.as_deref()).await? }),
-    ))
+    let rows = state.store.months(source.as_deref()).await?;
+    json(&Months {
+        items: rows.iter().map(Month::from_row).collect(),
+    })
 }
 
 async fn reports(
@@ -287,7 +299,10 @@ async fn reports(
     let after = params.int("after", 0..=MAX_SAFE_INTEGER)?.unwrap_or(0);
     let limit = params.int("limit", 1..=1000)?.unwrap_or(100);
     params.finish()?;
-    let page = state.store.reports_after(after, limit).await?;
+    let page = state
+        .report_cache
+        .reports_after(&state.store, after, limit)
+        .await?;
     Ok(report_page_response(&page))
 }
 

@@ -107,6 +107,9 @@ impl ApiError {
     }
 }
 
+/// A handler's answer: its response, or an error.
+pub type ApiResult = Result<axum::response::Response, ApiError>;
+
 /// A storage failure is the service being unable to answer (503), never a 500 with internals.
 impl From<anyhow::Error> for ApiError {
     fn from(error: anyhow::Error) -> Self {

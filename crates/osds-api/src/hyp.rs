@@ -2,17 +2,20 @@
 //! `/hyp/events/{id}/reports/{number}` and `/hyp/events/{id}/export`. Times are Unix ms; reports are served
 //! from their stored payload with `sha256`, the hash of that payload, added.
 
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, PathTexts, parse_int};
+use crate::response::hyp::{
+    HypArchive, HypEvent, HypEventHead, HypEventStation, HypPage, HypPageItem, HypReport, HypStatus,
+};
+use crate::response::json;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
-use osds_store::{HypEventRow, HypFilter, HypReportRow, HypStationRow};
+use osds_store::{HypFilter, HypStationRow};
 use osds_time::now_ms;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -23,90 +26,55 @@ pub fn routes() -> Router<AppState> {
         .route("/hyp/events/{id}/export", get(export))
 }
 
-/// A stored report as served: its payload with `sha256` added.
-fn report_json(row: &HypReportRow) -> Value {
-    let mut report: Map<String, Value> = serde_json::from_slice(&row.payload).unwrap_or_default();
-    report.insert("sha256".into(), json!(row.sha256));
-    Value::Object(report)
-}
-
-/// The lightweight form: main parameters without per-report evidence, station snapshot and source frames.
-fn summary(mut report: Value) -> Value {
-    if let Some(object) = report.as_object_mut() {
-        object.remove("stations");
-        object.remove("sourceFrames");
-    }
-    if let Some(event) = report.get_mut("event").and_then(Value::as_object_mut) {
-        event.remove("evidence");
-    }
-    report
-}
-
-fn stations_json(stations: &[HypStationRow]) -> Value {
-    Value::Array(
-        stations
-            .iter()
-            .map(|s| {
-                let metrics: Map<String, Value> = s
-                    .metrics
-                    .iter()
-                    .map(|m| {
-                        (
-                            m.metric.clone(),
-                            json!({ "peak": m.peak, "sourceAt": m.source_at, "receivedAt": m.received_at, "recovered": m.recovered }),
-                        )
-                    })
-                    .collect();
-                json!({ "code": s.code, "name": s.name, "latitude": s.latitude, "longitude": s.longitude, "metrics": metrics })
-            })
-            .collect(),
-    )
-}
-
-fn event_head(row: &HypEventRow) -> Map<String, Value> {
-    let mut event = Map::new();
-    event.insert("id".into(), json!(row.id));
-    event.insert("first_at".into(), json!(row.first_at));
-    event.insert("updated_at".into(), json!(row.updated_at));
-    event.insert("status".into(), json!(row.status));
-    event.insert("region".into(), json!(row.region));
-    event
-}
-
 fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("no public self-sensing event `{id}`"))
 }
 
-/// The event with every report, full or summarised, and the event-level station peaks.
-async fn event_document(
-    state: &AppState,
-    id: &str,
-    summarised: bool,
-) -> Result<Map<String, Value>, ApiError> {
-    let row = state
-        .store
-        .hyp_event(id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let reports: Vec<Value> = state
-        .store
-        .hyp_reports(id)
-        .await?
-        .iter()
-        .map(report_json)
-        .map(|r| if summarised { summary(r) } else { r })
-        .collect();
-    let stations = state.store.hyp_stations(id).await?;
-    let mut event = event_head(&row);
-    event.insert("reports".into(), Value::Array(reports));
-    event.insert("stations".into(), stations_json(&stations));
-    Ok(event)
+/// An event's stored parts: its row, its reports (full or summarised) and the event-level station peaks.
+struct EventParts {
+    row: osds_store::HypEventRow,
+    reports: Vec<HypReport>,
+    stations: Vec<HypStationRow>,
 }
 
-async fn status(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+impl EventParts {
+    async fn read(state: &AppState, id: &str, summarised: bool) -> Result<EventParts, ApiError> {
+        let row = state
+            .store
+            .hyp_event(id)
+            .await?
+            .ok_or_else(|| not_found(id))?;
+        let reports = state
+            .store
+            .hyp_reports(id)
+            .await?
+            .iter()
+            .map(HypReport::from_row)
+            .map(|r| if summarised { r.summarise() } else { r })
+            .collect();
+        let stations = state.store.hyp_stations(id).await?;
+        Ok(EventParts {
+            row,
+            reports,
+            stations,
+        })
+    }
+
+    fn event(self: &mut EventParts, exported_at: Option<i64>) -> HypEvent<'_> {
+        HypEvent {
+            head: HypEventHead::from_row(&self.row),
+            reports: std::mem::take(&mut self.reports),
+            stations: self
+                .stations
+                .iter()
+                .map(HypEventStation::from_row)
+                .collect(),
+            exported_at,
+        }
+    }
+}
+
+async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
     Params::parse(query.as_deref())?.finish()?;
     let detector = state.store.hyp_state("detector").await?;
     let recorder = state.store.hyp_state("recorder").await?;
@@ -128,25 +96,27 @@ async fn status(
         .unwrap_or_else(|| {
             vec![json!({ "source": "kmoni", "health": "not-running", "detail": "no detector has reported a state" })]
         });
-    let (events, public, reports) = state.store.hyp_counts().await?;
-    Ok(Json(json!({
-        "algorithm": algorithm,
-        "detector": detector,
-        "recorder": recorder,
-        "errors": errors,
-        "officialEewTakeover": false,
-        "stationScope": "algorithm-associated",
-        "sources": sources,
-        "archive": { "events": events, "publicEvents": public, "reports": reports },
-        "shaper": state.shaper.load().info(),
-        "serverTime": now_ms(),
-    })))
+    let (events, public_events, reports) = state.store.hyp_counts().await?;
+    let shaper = state.shaper.load();
+    json(&HypStatus {
+        algorithm,
+        detector,
+        recorder,
+        errors,
+        official_eew_takeover: false,
+        station_scope: "algorithm-associated",
+        sources,
+        archive: HypArchive {
+            events,
+            public_events,
+            reports,
+        },
+        shaper: shaper.info().into(),
+        server_time: now_ms(),
+    })
 }
 
-async fn events(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+async fn events(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
     let mut params = Params::parse(query.as_deref())?;
     let q = params.text("q", 100)?.filter(|q| !q.is_empty());
     let from_ms = params.int("from", 0..=MAX_SAFE_INTEGER)?.unwrap_or(0);
@@ -174,28 +144,30 @@ async fn events(
             .store
             .hyp_report(&row.id, row.latest_number)
             .await?
-            .map(|r| summary(report_json(&r)))
-            .unwrap_or(Value::Null);
-        let mut item = event_head(row);
-        item.insert("latest".into(), latest);
-        items.push(Value::Object(item));
+            .map(|r| HypReport::from_row(&r).summarise());
+        items.push(HypPageItem {
+            head: HypEventHead::from_row(row),
+            latest,
+        });
     }
-    Ok(Json(
-        json!({ "items": items, "total": total, "page": page, "limit": limit }),
-    ))
+    json(&HypPage {
+        items,
+        total,
+        page,
+        limit,
+    })
 }
 
 async fn event(
     State(state): State<AppState>,
     PathText(id): PathText,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> ApiResult {
     let mut params = Params::parse(query.as_deref())?;
     let summarised = summary_view(&mut params)?;
     params.finish()?;
-    Ok(Json(Value::Object(
-        event_document(&state, &id, summarised).await?,
-    )))
+    let mut parts = EventParts::read(&state, &id, summarised).await?;
+    json(&parts.event(None))
 }
 
 /// Whether `view=summary` was asked for; any other view is a 400.
@@ -214,21 +186,20 @@ async fn export(
     State(state): State<AppState>,
     PathText(id): PathText,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> ApiResult {
     // The export is always the full event: `view=summary` is accepted and does not change it.
     let mut params = Params::parse(query.as_deref())?;
     summary_view(&mut params)?;
     params.finish()?;
-    let mut event = event_document(&state, &id, false).await?;
-    event.insert("exportedAt".into(), json!(now_ms()));
-    Ok(Json(Value::Object(event)))
+    let mut parts = EventParts::read(&state, &id, false).await?;
+    json(&parts.event(Some(now_ms())))
 }
 
 async fn report(
     State(state): State<AppState>,
     PathTexts(parts): PathTexts,
     RawQuery(query): RawQuery,
-) -> Result<Response, ApiError> {
+) -> ApiResult {
     Params::parse(query.as_deref())?.finish()?;
     let (id, number) = match parts.as_slice() {
         [id, number] => (id, number),
@@ -250,7 +221,7 @@ async fn report(
         .hyp_report(id, number)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("event `{id}` has no report {number}")))?;
-    let mut response = Json(report_json(&row)).into_response();
+    let mut response = json(&HypReport::from_row(&row))?;
     // A report never changes: its payload's hash identifies it.
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", row.sha256)) {
         response.headers_mut().insert(header::ETAG, etag);

@@ -1,6 +1,7 @@
 //! The public HTTP surface under `/api/v1`: the [`router`] with the [`gateway`]'s layers, the handlers of the
 //! archive ([`eew`]) and of self-sensing ([`hyp`]), live delivery ([`live`]) over the shared [`wire`] format and
-//! the report cache ([`recent`]), and the connections it accepts ([`listener`], [`socket`], [`tls`]).
+//! the caches of rendered reports ([`report_cache`] for pages, [`recent`] for live consumers), the response
+//! bodies ([`response`]), and the connections it accepts ([`listener`], [`socket`], [`tls`]).
 
 mod eew;
 pub mod error;
@@ -10,6 +11,11 @@ pub mod listener;
 pub mod live;
 pub mod params;
 pub mod recent;
+pub mod report_cache;
+pub mod report_item;
+#[cfg(test)]
+mod report_pages_tests;
+pub mod response;
 pub mod router;
 pub mod socket;
 pub mod state;

@@ -5,6 +5,7 @@
 //! so a consumer whose cursor lies inside that range gets every later report from it, gap-free; one whose
 //! cursor is older reads the archive as before.
 
+use crate::report_item::ReportItem;
 use crate::wire::Rendered;
 use osds_store::Store;
 use std::collections::VecDeque;
@@ -119,7 +120,9 @@ impl RecentReports {
                 Some(last) if items.len() as i64 == READ_BATCH => last.id,
                 _ => horizon,
             };
-            let rendered = items.into_iter().map(|r| Arc::new(Rendered::new(r)));
+            let rendered = items
+                .iter()
+                .map(|row| Arc::new(Rendered::new(ReportItem::render(row))));
             let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
             ring.entries.extend(rendered);
             ring.upto = reached;

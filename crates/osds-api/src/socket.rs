@@ -431,7 +431,7 @@ pub fn no_delay(stream: &TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use osds_store::ReportItem;
+    use crate::report_item::ReportItem;
     use std::future::poll_fn;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;

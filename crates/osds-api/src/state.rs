@@ -3,6 +3,7 @@
 use crate::live::config::LiveConfig;
 use crate::live::hub::Hub;
 use crate::recent::RecentReports;
+use crate::report_cache::ReportCache;
 use crate::upstream::Upstream;
 use osds_runtime::{SharedDecoders, SharedShaper};
 use osds_store::{BackupSettings, Store};
@@ -25,6 +26,9 @@ pub struct AppState {
     pub backups: Arc<BackupSettings>,
     /// The hyp report shaper in service; `/hyp/status` names it.
     pub shaper: SharedShaper,
+    /// Rendered report versions below the horizon, by block, for `/reports` and replaying consumers (its
+    /// budget is set by `osds serve --report-cache-mb`).
+    pub report_cache: Arc<ReportCache>,
     /// Recently committed reports, read and rendered once for all live consumers.
     pub recent: Arc<RecentReports>,
     /// Writes new reports to the sockets of caught-up live consumers.

@@ -2,9 +2,9 @@
 //! the sockets that write it (`socket.rs`): SSE events and HTTP/1.1 chunks, WebSocket text frames, and a
 //! committed report in both forms.
 
+use crate::report_item::ReportItem;
 use axum::extract::ws::Utf8Bytes;
 use bytes::{BufMut, Bytes, BytesMut};
-use osds_store::ReportItem;
 use serde_json::Value;
 use std::sync::OnceLock;
 

@@ -105,9 +105,6 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
     let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
 
     let (store, mut writer) = osds_store::open(&database_url).await?;
-    store
-        .report_cache()
-        .set_budget(report_cache_mb.saturating_mul(1 << 20));
     writer.close_stale_sessions().await?;
     board.seed_last_received(store.last_receptions().await?);
     tracing::info!(database = %database_url, high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
@@ -146,6 +143,9 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
     }
 
     let (stopping, shutdown) = tokio::sync::watch::channel(false);
+    let report_cache = Arc::new(osds_api::report_cache::ReportCache::new(
+        report_cache_mb.saturating_mul(1 << 20),
+    ));
     let recent = Arc::new(osds_api::recent::RecentReports::new(
         store.clone(),
         *writer_task.high_water().borrow(),
@@ -153,6 +153,7 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
     // One hub shard per worker thread (the runtime's default count).
     let hub = osds_api::live::hub::Hub::start(
         &store,
+        &report_cache,
         &recent,
         &writer_task.high_water(),
         std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -160,6 +161,7 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
     let live_streams = tokio_util::task::TaskTracker::new();
     let state = AppState {
         hub,
+        report_cache,
         live_streams: live_streams.clone(),
         recent,
         store,

@@ -10,7 +10,6 @@
 use anyhow::Context;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use osds_time::rfc3339;
-use serde_json::{Value, json};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 use std::path::{Path, PathBuf};
@@ -23,9 +22,6 @@ use tokio::sync::watch;
 const PREFIX: &str = "osds-";
 const SUFFIX: &str = ".db";
 const STAMP_FORMAT: &str = "%Y%m%dT%H%M%SZ";
-/// What `/status` says about every backup: the spec's caveat.
-pub const NOTE: &str =
-    "backups are kept on the same server; they are not off-site disaster recovery";
 
 /// Where backups go, how often the service takes them and how many are kept: what `/status` reports.
 #[derive(Debug, Clone)]
@@ -149,10 +145,11 @@ pub fn list(directory: &Path) -> std::io::Result<Vec<BackupFile>> {
     Ok(found.into_iter().map(|(_, file)| file).collect())
 }
 
-/// The `backups` object of `/status`. It reads the directory, so backups taken by `osds backup` show too.
-pub async fn status(settings: &Arc<BackupSettings>) -> Value {
+/// The backups in the settings' directory, newest first (an unreadable directory is logged and lists none).
+/// It reads the directory, so backups taken by `osds backup` show too.
+pub async fn files(settings: &BackupSettings) -> Vec<BackupFile> {
     let directory = settings.directory.clone();
-    let files = match tokio::task::spawn_blocking(move || list(&directory)).await {
+    match tokio::task::spawn_blocking(move || list(&directory)).await {
         Ok(Ok(files)) => files,
         Ok(Err(e)) => {
             tracing::warn!(directory = %settings.directory.display(), error = %e, "cannot list backups");
@@ -162,22 +159,7 @@ pub async fn status(settings: &Arc<BackupSettings>) -> Value {
             tracing::warn!(error = %e, "backup listing task failed");
             Vec::new()
         }
-    };
-    let last = files.first().map(|file| {
-        json!({
-            "path": file.path.display().to_string(),
-            "sizeBytes": file.size_bytes,
-            "createdAt": file.created_at,
-        })
-    });
-    json!({
-        "directory": settings.directory.display().to_string(),
-        "everySeconds": settings.every.map(|every| every.as_secs()),
-        "keep": settings.keep,
-        "last": last,
-        "count": files.len(),
-        "note": NOTE,
-    })
+    }
 }
 
 /// The service's periodic backups: one every `settings.every` (the first after one interval, not at

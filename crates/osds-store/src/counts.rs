@@ -1,11 +1,10 @@
-//! The archive's counts, as `/status` shows them; the store keeps the last ones with the ids they were taken at.
+//! The archive's counts (`/status` shows them); the store keeps the last ones with the ids they were taken at.
 
 /// Archive counts and the newest (delivery, reparse, report) ids they were counted at.
 pub(crate) type CountedAt = ((i64, i64, i64), ArchiveCounts);
 
 /// Archive counts for `/status`.
-#[derive(Debug, Default, Clone, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default, Clone)]
 pub struct ArchiveCounts {
     pub events: i64,
     pub versions: i64,

@@ -7,14 +7,12 @@ mod counts;
 mod frames;
 mod hyp;
 mod read;
-pub mod report_cache;
-mod report_item;
-#[cfg(test)]
-mod report_pages_tests;
+mod rows;
 mod statements;
 mod store;
-#[cfg(test)]
-mod test_archive;
+/// Archives written through the real writer, for tests (here and, with the `test-archive` feature, elsewhere).
+#[cfg(any(test, feature = "test-archive"))]
+pub mod test_archive;
 mod writer;
 mod writer_task;
 
@@ -23,8 +21,8 @@ pub use counts::ArchiveCounts;
 pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary};
 pub use hyp::*;
 pub use read::*;
-pub use report_item::ReportItem;
-pub use store::{DEFAULT_DATABASE_URL, Store, open};
+pub use rows::*;
+pub use store::{DEFAULT_DATABASE_URL, ROW_BUFFER, Store, open};
 pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };

@@ -1,11 +1,11 @@
-//! Read queries of the archive, returning the public API's shapes.
+//! Read queries of the archive, returning typed rows (`rows.rs`).
 
 use crate::counts::ArchiveCounts;
-use crate::report_cache::{BLOCK_IDS, Block, ReportCache};
-use crate::report_item::{self, ReportItem};
+use crate::rows::{
+    DeliveryRow, EventRow, EventVersions, MonthRow, OutageRow, ReportRow, SessionRow, VersionRow,
+};
 use crate::store::Store;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
@@ -61,47 +61,15 @@ pub struct UnparsedFilter {
     pub until: Option<String>,
 }
 
+/// One page of events and how many match the filter.
 pub struct EventPage {
-    pub items: Vec<Value>,
+    pub items: Vec<EventRow>,
     pub total: i64,
 }
 
-pub struct ReportPage {
-    pub items: Vec<ReportItem>,
-    pub next_cursor: i64,
-    pub high_water: i64,
-}
-
-impl ReportPage {
-    /// The `/reports` answer, written from the items' ready text, and a validator derived from the items'
-    /// digests (rather than from hashing the whole body, up to ~600 kB, on every answer).
-    pub fn to_json(&self) -> (String, [u8; 16]) {
-        let text_bytes: usize = self.items.iter().map(|item| item.json.len() + 1).sum();
-        let mut body = String::with_capacity(text_bytes + 64);
-        body.push_str("{\"items\":[");
-        let mut validator = Sha256::new();
-        for (n, item) in self.items.iter().enumerate() {
-            if n > 0 {
-                body.push(',');
-            }
-            body.push_str(&item.json);
-            validator.update(item.digest);
-        }
-        let tail = format!(
-            "],\"nextCursor\":{},\"highWater\":{}}}",
-            self.next_cursor, self.high_water
-        );
-        body.push_str(&tail);
-        validator.update(tail.as_bytes());
-        let digest = validator.finalize();
-        let mut short = [0; 16];
-        short.copy_from_slice(&digest[..16]);
-        (body, short)
-    }
-}
-
+/// Reception records of an event and the cursor after the last.
 pub struct DeliveryPage {
-    pub items: Vec<Value>,
+    pub items: Vec<DeliveryRow>,
     pub next_cursor: i64,
 }
 
@@ -110,34 +78,40 @@ const REPORT_COLUMNS: &str = "r.id, r.event_key, r.source, r.received_at, r.deli
 const EVENT_COLUMNS: &str = "e.id AS e_id, e.source AS e_source, e.source_event_id, e.origin_at AS e_origin_at, e.report_count, \
      e.missing_revisions, r.id, r.event_key, r.source, r.received_at, r.delivery_id, r.report_json, r.decoder_name, r.decoder_sha256";
 
-/// Renders a `reports` row as the spec's EEW report. Null fields are present as `null`.
-fn report_json(row: &SqliteRow) -> Value {
-    // The rendering is text-first (`report_item.rs`), so both forms agree byte for byte.
-    serde_json::from_str(&report_item::render_json(row)).unwrap_or_default()
+fn report_row(row: &SqliteRow) -> ReportRow {
+    ReportRow {
+        id: row.get("id"),
+        event_key: row.get("event_key"),
+        source: row.get("source"),
+        received_at: row.get("received_at"),
+        delivery_id: row.get("delivery_id"),
+        decoded: row.get("report_json"),
+        decoder_name: row.get("decoder_name"),
+        decoder_sha256: row.get("decoder_sha256"),
+    }
 }
 
-/// Renders an `events` row joined with its latest report as the spec's EEW event (without `reports`).
-fn event_json(row: &SqliteRow) -> Value {
-    let missing: Value =
-        serde_json::from_str(row.get::<&str, _>("missing_revisions")).unwrap_or_else(|_| json!([]));
-    json!({
-        "id": row.get::<String, _>("e_id"),
-        "source": row.get::<String, _>("e_source"),
-        "sourceEventId": row.get::<String, _>("source_event_id"),
-        "originAt": row.get::<Option<String>, _>("e_origin_at"),
-        "latest": report_json(row),
-        "reportCount": row.get::<i64, _>("report_count"),
-        "missingRevisions": missing,
-    })
+/// An `events` row joined with its latest report (`EVENT_COLUMNS`).
+fn event_row(row: &SqliteRow) -> EventRow {
+    EventRow {
+        id: row.get("e_id"),
+        source: row.get("e_source"),
+        source_event_id: row.get("source_event_id"),
+        origin_at: row.get("e_origin_at"),
+        report_count: row.get("report_count"),
+        missing_revisions: serde_json::from_str(row.get::<&str, _>("missing_revisions"))
+            .unwrap_or_default(),
+        latest: report_row(row),
+    }
 }
 
-fn outage_json(row: &SqliteRow) -> Value {
-    json!({
-        "source": row.get::<String, _>("source"),
-        "startedAt": row.get::<String, _>("started_at"),
-        "endedAt": row.get::<Option<String>, _>("ended_at"),
-        "reason": row.get::<String, _>("reason"),
-    })
+fn outage_row(row: &SqliteRow) -> OutageRow {
+    OutageRow {
+        source: row.get("source"),
+        started_at: row.get("started_at"),
+        ended_at: row.get("ended_at"),
+        reason: row.get("reason"),
+    }
 }
 
 /// `%` and `_` in user text match themselves in a LIKE pattern escaped with `\`.
@@ -162,64 +136,21 @@ impl Store {
         )
     }
 
-    /// Report versions with `id > after`, in id order, rendered. Blocks wholly below the horizon come from the
-    /// cache (reading and rendering them once); the horizon's own block is read each time.
-    pub async fn reports_after(&self, after: i64, limit: i64) -> anyhow::Result<ReportPage> {
-        // Read the horizon first: every id at or below it is committed, so the page never skips one.
-        let high_water = self.high_water().await?;
-        let wanted = usize::try_from(limit).unwrap_or(0);
-        let mut items: Vec<ReportItem> = Vec::with_capacity(wanted.min(1000));
-        let mut cursor = after;
-        while items.len() < wanted && cursor < high_water {
-            let number = (cursor + 1).div_euclid(BLOCK_IDS);
-            let block_end = (number + 1) * BLOCK_IDS - 1;
-            if block_end > high_water {
-                let rest = (wanted - items.len()) as i64;
-                items.extend(self.reports_between(cursor, high_water, rest).await?);
-                break;
-            }
-            let block = match self.reports.get(number) {
-                Some(block) => block,
-                None => {
-                    let rows = self
-                        .reports_between(number * BLOCK_IDS - 1, block_end, BLOCK_IDS)
-                        .await?;
-                    self.reports.insert(number, Block::new(rows))
-                }
-            };
-            let start = block.items.partition_point(|item| item.id <= cursor);
-            let rest = wanted - items.len();
-            items.extend(block.items[start..].iter().take(rest).cloned());
-            cursor = block_end;
-        }
-        let next_cursor = items.last().map_or(after, |item| item.id);
-        Ok(ReportPage {
-            items,
-            next_cursor,
-            high_water,
-        })
-    }
-
-    /// Reports with `after < id <= upto`, in id order, at most `limit`, rendered. `upto` must be a committed
-    /// horizon (from the writer), or the range may have holes that later commits fill.
+    /// Reports with `after < id <= upto`, in id order, at most `limit`. `upto` must be a committed horizon
+    /// (from the writer), or the range may have holes that later commits fill.
     pub async fn reports_between(
         &self,
         after: i64,
         upto: i64,
         limit: i64,
-    ) -> anyhow::Result<Vec<ReportItem>> {
+    ) -> anyhow::Result<Vec<ReportRow>> {
         let rows = sqlx::query(&format!("SELECT {REPORT_COLUMNS} FROM reports r WHERE r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ?"))
             .bind(after)
             .bind(upto)
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.iter().map(report_item::render).collect())
-    }
-
-    /// The cache of rendered report versions (its budget is set by `osds serve --report-cache-mb`).
-    pub fn report_cache(&self) -> &ReportCache {
-        &self.reports
+        Ok(rows.iter().map(report_row).collect())
     }
 
     pub async fn events(&self, filter: &EventFilter) -> anyhow::Result<EventPage> {
@@ -278,14 +209,14 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         Ok(EventPage {
-            items: rows.iter().map(event_json).collect(),
+            items: rows.iter().map(event_row).collect(),
             total,
         })
     }
 
-    /// The event with every stored version in revision order (several versions of one revision by id).
-    /// With `with_raw_text`, each report carries `rawText`, the first-received raw text of that version.
-    pub async fn event(&self, id: &str, with_raw_text: bool) -> anyhow::Result<Option<Value>> {
+    /// The event with every stored version in revision order (several versions of one revision by id), each
+    /// with the raw bytes of the delivery that first brought it.
+    pub async fn event(&self, id: &str) -> anyhow::Result<Option<EventVersions>> {
         let Some(row) = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id WHERE e.id = ?"))
             .bind(id)
             .fetch_optional(&self.pool)
@@ -293,7 +224,6 @@ impl Store {
         else {
             return Ok(None);
         };
-        let mut event = event_json(&row);
         let rows = sqlx::query(&format!(
             "SELECT {REPORT_COLUMNS}, p.bytes FROM reports r JOIN deliveries d ON d.id = r.delivery_id \
              JOIN raw_payloads p ON p.sha256 = d.raw_sha256 WHERE r.event_key = ? ORDER BY r.revision, r.id"
@@ -301,19 +231,17 @@ impl Store {
         .bind(id)
         .fetch_all(&self.pool)
         .await?;
-        let reports: Vec<Value> = rows
+        let versions = rows
             .iter()
-            .map(|row| {
-                let mut report = report_json(row);
-                if with_raw_text {
-                    let bytes: Vec<u8> = row.get("bytes");
-                    report["rawText"] = json!(String::from_utf8_lossy(&bytes));
-                }
-                report
+            .map(|row| VersionRow {
+                report: report_row(row),
+                raw: row.get("bytes"),
             })
             .collect();
-        event["reports"] = Value::Array(reports);
-        Ok(Some(event))
+        Ok(Some(EventVersions {
+            event: event_row(&row),
+            versions,
+        }))
     }
 
     pub async fn event_exists(&self, id: &str) -> anyhow::Result<bool> {
@@ -344,28 +272,25 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        let items: Vec<Value> = rows
+        let items: Vec<DeliveryRow> = rows
             .iter()
-            .map(|row| {
-                let id: i64 = row.get("id");
-                json!({
-                    "id": id,
-                    "receivedAt": row.get::<String, _>("received_at"),
-                    "source": row.get::<Option<String>, _>("source"),
-                    "type": row.get::<Option<String>, _>("type_tag"),
-                    "marker": row.get::<String, _>("marker"),
-                    "outcome": row.get::<String, _>("outcome"),
-                    "reportId": row.get::<Option<i64>, _>("report_id"),
-                    "sessionId": row.get::<i64, _>("session_id"),
-                    "connection": { "path": row.get::<String, _>("path"), "role": row.get::<String, _>("role") },
-                    "unitIndex": row.get::<i64, _>("unit_index"),
-                    "sha256": row.get::<String, _>("raw_sha256"),
-                    "size": row.get::<i64, _>("size"),
-                    "rawUrl": format!("/api/v1/deliveries/{id}/raw"),
-                })
+            .map(|row| DeliveryRow {
+                id: row.get("id"),
+                received_at: row.get("received_at"),
+                source: row.get("source"),
+                type_tag: row.get("type_tag"),
+                marker: row.get("marker"),
+                outcome: row.get("outcome"),
+                report_id: row.get("report_id"),
+                session_id: row.get("session_id"),
+                path: row.get("path"),
+                role: row.get("role"),
+                unit_index: row.get("unit_index"),
+                raw_sha256: row.get("raw_sha256"),
+                size: row.get("size"),
             })
             .collect();
-        let next_cursor = items.last().and_then(|d| d["id"].as_i64()).unwrap_or(after);
+        let next_cursor = items.last().map_or(after, |d| d.id);
         Ok(DeliveryPage { items, next_cursor })
     }
 
@@ -379,7 +304,7 @@ impl Store {
     }
 
     /// The most recently archived event of `source`.
-    pub async fn latest_event(&self, source: &str) -> anyhow::Result<Option<Value>> {
+    pub async fn latest_event(&self, source: &str) -> anyhow::Result<Option<EventRow>> {
         let row = sqlx::query(&format!(
             "SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id WHERE e.source = ? \
              ORDER BY e.last_report_id DESC LIMIT 1"
@@ -387,18 +312,24 @@ impl Store {
         .bind(source)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.as_ref().map(event_json))
+        Ok(row.as_ref().map(event_row))
     }
 
     /// Months (Beijing time) with archived events, newest first, with event counts.
-    pub async fn months(&self, source: Option<&str>) -> anyhow::Result<Vec<Value>> {
+    pub async fn months(&self, source: Option<&str>) -> anyhow::Result<Vec<MonthRow>> {
         let rows = sqlx::query(
             "SELECT month, COUNT(*) AS events FROM events WHERE (?1 IS NULL OR source = ?1) GROUP BY month ORDER BY month DESC",
         )
         .bind(source)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(|r| json!({ "month": r.get::<String, _>("month"), "events": r.get::<i64, _>("events") })).collect())
+        Ok(rows
+            .iter()
+            .map(|r| MonthRow {
+                month: r.get("month"),
+                events: r.get("events"),
+            })
+            .collect())
     }
 
     pub async fn archive_counts(&self) -> anyhow::Result<ArchiveCounts> {
@@ -446,42 +377,40 @@ impl Store {
     }
 
     /// The most recent connection sessions.
-    pub async fn recent_sessions(&self, limit: i64) -> anyhow::Result<Vec<Value>> {
+    pub async fn recent_sessions(&self, limit: i64) -> anyhow::Result<Vec<SessionRow>> {
         let rows = sqlx::query("SELECT * FROM sessions ORDER BY id DESC LIMIT ?")
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
         Ok(rows
             .iter()
-            .map(|r| {
-                json!({
-                    "sessionId": r.get::<i64, _>("id"),
-                    "path": r.get::<String, _>("path"),
-                    "role": r.get::<String, _>("role"),
-                    "startedAt": r.get::<String, _>("started_at"),
-                    "connectedAt": r.get::<Option<String>, _>("connected_at"),
-                    "endedAt": r.get::<Option<String>, _>("ended_at"),
-                    "endReason": r.get::<Option<String>, _>("end_reason"),
-                })
+            .map(|r| SessionRow {
+                id: r.get("id"),
+                path: r.get("path"),
+                role: r.get("role"),
+                started_at: r.get("started_at"),
+                connected_at: r.get("connected_at"),
+                ended_at: r.get("ended_at"),
+                end_reason: r.get("end_reason"),
             })
             .collect())
     }
 
     /// Outage intervals, newest first; `endedAt: null` is an outage in progress.
-    pub async fn outages(&self, limit: i64) -> anyhow::Result<Vec<Value>> {
+    pub async fn outages(&self, limit: i64) -> anyhow::Result<Vec<OutageRow>> {
         let rows = sqlx::query("SELECT * FROM outages ORDER BY id DESC LIMIT ?")
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.iter().map(outage_json).collect())
+        Ok(rows.iter().map(outage_row).collect())
     }
 
     /// The outages in progress, however old (at most one per source).
-    pub async fn open_outages(&self) -> anyhow::Result<Vec<Value>> {
+    pub async fn open_outages(&self) -> anyhow::Result<Vec<OutageRow>> {
         let rows = sqlx::query("SELECT * FROM outages WHERE ended_at IS NULL ORDER BY id")
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.iter().map(outage_json).collect())
+        Ok(rows.iter().map(outage_row).collect())
     }
 
     /// Time of the last archived reception of each source.

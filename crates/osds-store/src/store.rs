@@ -1,7 +1,6 @@
 //! The archive's handles: [`Store`] (reads, through a pool) and [`open`], which also returns the single writer.
 
 use crate::counts::CountedAt;
-use crate::report_cache::{self, ReportCache};
 use crate::writer::Writer;
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -12,9 +11,10 @@ use std::time::Duration;
 /// The archive when none is configured: a file under `./data/`, created with its folder on first use.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/osds.db";
 
-/// Rows a read connection's worker thread may run ahead of the task reading them. sqlx's default (50) makes a
-/// cache block of 1,024 report versions a ping-pong of thread wake-ups; a whole block fits in this.
-const ROW_BUFFER: usize = report_cache::BLOCK_IDS as usize;
+/// Rows a read connection's worker thread may run ahead of the task reading them. sqlx's default (50) makes
+/// reading a block of 1,024 report versions (the API's report cache reads that many at once) a ping-pong of
+/// thread wake-ups; a whole block fits in this.
+pub const ROW_BUFFER: usize = 1024;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -24,8 +24,6 @@ pub struct Store {
     pub(crate) pool: SqlitePool,
     /// The last archive counts and the newest ids they were counted at (see `Store::archive_counts`).
     pub(crate) counts: std::sync::Arc<std::sync::Mutex<Option<CountedAt>>>,
-    /// Rendered report versions below the horizon (see `report_cache.rs`).
-    pub(crate) reports: std::sync::Arc<ReportCache>,
 }
 
 /// Opens (creating when missing) the database at `url`, runs the migrations, and returns the read side and the
@@ -69,7 +67,6 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         Store {
             pool,
             counts: Default::default(),
-            reports: Default::default(),
         },
         writer,
     ))

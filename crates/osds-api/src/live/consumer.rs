@@ -17,6 +17,7 @@ use tokio::time::{Instant, Sleep, sleep_until};
 pub(super) fn start_feed(state: &AppState, after: Option<i64>) -> Feed {
     Feed::new(
         state.store.clone(),
+        state.report_cache.clone(),
         state.recent.clone(),
         state.high_water.clone(),
         after,

@@ -1,6 +1,7 @@
 //! [`Feed`]: the reports after a cursor, in id order, the mechanism under `/stream`, `/ws` and the hub.
 
 use crate::recent::RecentReports;
+use crate::report_cache::ReportCache;
 use crate::socket::{Kind, Tap};
 use crate::wire::Rendered;
 use osds_store::Store;
@@ -16,6 +17,7 @@ const LIVE_BATCH: i64 = 1000;
 /// the cursor, else from the database.
 pub struct Feed {
     store: Store,
+    report_cache: Arc<ReportCache>,
     recent: Arc<RecentReports>,
     high_water: watch::Receiver<i64>,
     cursor: i64,
@@ -33,6 +35,7 @@ pub struct Feed {
 impl Feed {
     pub fn new(
         store: Store,
+        report_cache: Arc<ReportCache>,
         recent: Arc<RecentReports>,
         mut high_water: watch::Receiver<i64>,
         after: Option<i64>,
@@ -45,6 +48,7 @@ impl Feed {
         let cursor = after.unwrap_or(horizon);
         Feed {
             store,
+            report_cache,
             recent,
             high_water,
             cursor,
@@ -99,8 +103,8 @@ impl Feed {
                 {
                     Some(page) => page,
                     None => self
-                        .store
-                        .reports_after(self.cursor, limit)
+                        .report_cache
+                        .reports_after(&self.store, self.cursor, limit)
                         .await?
                         .items
                         .into_iter()

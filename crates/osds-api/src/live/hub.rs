@@ -6,6 +6,7 @@
 
 use super::feed::Feed;
 use crate::recent::RecentReports;
+use crate::report_cache::ReportCache;
 use crate::socket::Tap;
 use osds_store::Store;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,13 +32,21 @@ impl Hub {
     /// One shard per worker thread, each following the commits with a feed of its own.
     pub fn start(
         store: &Store,
+        report_cache: &Arc<ReportCache>,
         recent: &Arc<RecentReports>,
         high_water: &watch::Receiver<i64>,
         shards: usize,
     ) -> Arc<Hub> {
         let shards: Vec<Arc<Shard>> = (0..shards.max(1)).map(|_| Arc::default()).collect();
         for shard in &shards {
-            let feed = Feed::new(store.clone(), recent.clone(), high_water.clone(), None, 1.0);
+            let feed = Feed::new(
+                store.clone(),
+                report_cache.clone(),
+                recent.clone(),
+                high_water.clone(),
+                None,
+                1.0,
+            );
             tokio::spawn(run(shard.clone(), feed));
         }
         Arc::new(Hub {

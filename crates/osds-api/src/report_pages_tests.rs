@@ -1,9 +1,9 @@
-//! `Store::reports_after` across cache blocks: every page equals the same range read straight from the archive,
+//! `ReportCache::reports_after` across cache blocks: every page equals the same range read straight from the archive,
 //! cold and warm, with a budget that holds everything and one that holds a single block.
 
-use crate::ReportItem;
-use crate::report_cache::BLOCK_IDS;
-use crate::test_archive::archive;
+use crate::report_cache::{BLOCK_IDS, ReportCache, rendered_between};
+use crate::report_item::ReportItem;
+use osds_store::test_archive::archive;
 
 const VERSIONS: i64 = 2 * BLOCK_IDS + 500;
 
@@ -19,16 +19,17 @@ async fn pages_equal_the_archive_across_blocks_cold_and_warm() {
     let (store, _writer, dir) = archive("report-pages", VERSIONS).await;
     let high_water = store.high_water().await.unwrap();
     assert_eq!(high_water, VERSIONS);
-    let one_block = store.reports_after(0, BLOCK_IDS - 1).await.unwrap();
-    let one_block_bytes = store.report_cache().bytes();
+    let cache = ReportCache::default();
+    let one_block = cache.reports_after(&store, 0, BLOCK_IDS - 1).await.unwrap();
+    let one_block_bytes = cache.bytes();
     assert_eq!(
         one_block.items.len() as i64,
         BLOCK_IDS - 1,
         "block 0 holds ids 1..=1023 (no id 0)"
     );
     for budget in [usize::MAX, one_block_bytes, 0] {
-        store.report_cache().set_budget(0);
-        store.report_cache().set_budget(budget);
+        cache.set_budget(0);
+        cache.set_budget(budget);
         for pass in ["cold", "warm"] {
             for after in [
                 0,
@@ -45,9 +46,8 @@ async fn pages_equal_the_archive_across_blocks_cold_and_warm() {
                 VERSIONS + 5,
             ] {
                 for limit in [1, 7, 1000] {
-                    let page = store.reports_after(after, limit).await.unwrap();
-                    let expected = store
-                        .reports_between(after, high_water, limit)
+                    let page = cache.reports_after(&store, after, limit).await.unwrap();
+                    let expected = rendered_between(&store, after, high_water, limit)
                         .await
                         .unwrap();
                     assert_eq!(
@@ -60,7 +60,7 @@ async fn pages_equal_the_archive_across_blocks_cold_and_warm() {
                     assert_eq!(page.high_water, high_water);
                 }
             }
-            assert!(store.report_cache().bytes() <= budget);
+            assert!(cache.bytes() <= budget);
         }
     }
     let _ = std::fs::remove_dir_all(dir);

@@ -2,13 +2,14 @@
 //! block goes first. A report version never changes once committed, so a block that lies wholly at or below the
 //! commit horizon stays valid forever; the block the horizon lies in is never cached (the caller reads it).
 
-use crate::report_item::ReportItem;
+use crate::report_item::{ReportItem, ReportPage};
+use osds_store::Store;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Ids per block: a 1,000-report page touches at most two.
-pub const BLOCK_IDS: i64 = 1024;
+/// Ids per block: a 1,000-report page touches at most two, and a read connection buffers a whole block.
+pub const BLOCK_IDS: i64 = osds_store::ROW_BUFFER as i64;
 /// The budget when none is configured.
 pub const DEFAULT_BUDGET_BYTES: usize = 256 << 20;
 /// What one cached item costs besides its text (id, digest, the `Arc`'s counters and pointer).
@@ -95,6 +96,49 @@ impl ReportCache {
         block
     }
 
+    /// Report versions with `id > after`, in id order, rendered. Blocks wholly below the horizon come from the
+    /// cache (reading and rendering them once); the horizon's own block is read each time.
+    pub async fn reports_after(
+        &self,
+        store: &Store,
+        after: i64,
+        limit: i64,
+    ) -> anyhow::Result<ReportPage> {
+        // Read the horizon first: every id at or below it is committed, so the page never skips one.
+        let high_water = store.high_water().await?;
+        let wanted = usize::try_from(limit).unwrap_or(0);
+        let mut items: Vec<ReportItem> = Vec::with_capacity(wanted.min(1000));
+        let mut cursor = after;
+        while items.len() < wanted && cursor < high_water {
+            let number = (cursor + 1).div_euclid(BLOCK_IDS);
+            let block_end = (number + 1) * BLOCK_IDS - 1;
+            if block_end > high_water {
+                let rest = (wanted - items.len()) as i64;
+                items.extend(rendered_between(store, cursor, high_water, rest).await?);
+                break;
+            }
+            let block = match self.get(number) {
+                Some(block) => block,
+                None => {
+                    let rows =
+                        rendered_between(store, number * BLOCK_IDS - 1, block_end, BLOCK_IDS)
+                            .await?;
+                    self.insert(number, Block::new(rows))
+                }
+            };
+            let start = block.items.partition_point(|item| item.id <= cursor);
+            let rest = wanted - items.len();
+            items.extend(block.items[start..].iter().take(rest).cloned());
+            cursor = block_end;
+        }
+        let next_cursor = items.last().map_or(after, |item| item.id);
+        Ok(ReportPage {
+            items,
+            next_cursor,
+            high_water,
+        })
+    }
+
     fn evict(&self, lru: &mut Lru) {
         let budget = self.budget.load(Ordering::Relaxed);
         while lru.bytes > budget {
@@ -115,6 +159,17 @@ impl ReportCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
         self.lru.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Reports with `after < id <= upto` (a committed horizon), at most `limit`, rendered.
+pub async fn rendered_between(
+    store: &Store,
+    after: i64,
+    upto: i64,
+    limit: i64,
+) -> anyhow::Result<Vec<ReportItem>> {
+    let rows = store.reports_between(after, upto, limit).await?;
+    Ok(rows.iter().map(ReportItem::render).collect())
 }
 
 #[cfg(test)]

@@ -1,0 +1,136 @@
+//! `/status` (`Status` of `schemas/openapi.yaml`) and `/latest` (`Latest`).
+
+use super::eew::{EewEvent, Outage, Session};
+use crate::upstream::{ConnectionState, SourceState};
+use osds_runtime::DecoderInfo;
+use osds_store::{ArchiveCounts, BackupFile};
+use serde::Serialize;
+
+/// `Status`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status<'a> {
+    pub version: u32,
+    pub server_time: String,
+    pub healthy: bool,
+    pub sources: Vec<SourceStatus<'a>>,
+    pub archive: Archive,
+    pub connections: Vec<Session<'a>>,
+    pub upstream_sockets: Vec<ConnectionState>,
+    pub outages: Vec<Outage<'a>>,
+    pub backups: Backups,
+    pub decoders: Vec<Decoder<'a>>,
+}
+
+/// A channel's state with its outage in progress.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceStatus<'a> {
+    #[serde(flatten)]
+    pub state: SourceState,
+    pub current_outage: Option<Outage<'a>>,
+}
+
+/// `ArchiveCounts`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Archive {
+    pub events: i64,
+    pub versions: i64,
+    pub deliveries: i64,
+    pub raw_payloads: i64,
+    pub unparsed: i64,
+    pub recovered: i64,
+    pub ignored: i64,
+    pub duplicates: i64,
+    pub high_water: i64,
+}
+
+impl From<ArchiveCounts> for Archive {
+    fn from(c: ArchiveCounts) -> Archive {
+        Archive {
+            events: c.events,
+            versions: c.versions,
+            deliveries: c.deliveries,
+            raw_payloads: c.raw_payloads,
+            unparsed: c.unparsed,
+            recovered: c.recovered,
+            ignored: c.ignored,
+            duplicates: c.duplicates,
+            high_water: c.high_water,
+        }
+    }
+}
+
+/// The `backups` object.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Backups {
+    pub directory: String,
+    pub every_seconds: Option<u64>,
+    pub keep: usize,
+    pub last: Option<LastBackup>,
+    pub count: usize,
+    pub note: &'static str,
+}
+
+/// What `backups.note` says.
+pub const BACKUPS_NOTE: &str =
+    "backups are kept on the same server; they are not off-site disaster recovery";
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastBackup {
+    pub path: String,
+    pub size_bytes: u64,
+    pub created_at: String,
+}
+
+impl From<&BackupFile> for LastBackup {
+    fn from(file: &BackupFile) -> LastBackup {
+        LastBackup {
+            path: file.path.display().to_string(),
+            size_bytes: file.size_bytes,
+            created_at: file.created_at.clone(),
+        }
+    }
+}
+
+/// `DecoderInfo`, with when it was installed (null for one loaded at start).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decoder<'a> {
+    pub name: &'a str,
+    pub version: &'a str,
+    pub source: &'a str,
+    pub claims: &'a [String],
+    pub upstream_path: &'a str,
+    pub query_command: &'a str,
+    pub sha256: &'a str,
+    pub installed_at: Option<&'a str>,
+}
+
+impl<'a> Decoder<'a> {
+    pub fn new(info: &'a DecoderInfo, installed_at: Option<&'a str>) -> Decoder<'a> {
+        Decoder {
+            name: &info.name,
+            version: &info.version,
+            source: &info.source,
+            claims: &info.claims,
+            upstream_path: &info.upstream_path,
+            query_command: &info.query_command,
+            sha256: &info.sha256,
+            installed_at,
+        }
+    }
+}
+
+/// `Latest`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Latest<'a> {
+    pub items: Vec<EewEvent<'a>>,
+    pub sources: Vec<SourceState>,
+    pub server_time: String,
+    pub note: &'static str,
+}

@@ -1,0 +1,89 @@
+//! What the read queries return: typed rows. The API crate turns them into its response types; nothing here
+//! knows the public JSON.
+
+/// One stored report version (a `reports` row).
+#[derive(Debug, Clone)]
+pub struct ReportRow {
+    pub id: i64,
+    pub event_key: String,
+    pub source: String,
+    pub received_at: String,
+    pub delivery_id: i64,
+    /// The decoded fields as the writer stored them: serde's JSON text of `wolfx_core::Report`.
+    pub decoded: String,
+    pub decoder_name: String,
+    pub decoder_sha256: String,
+}
+
+/// An event with its latest report version.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub id: String,
+    pub source: String,
+    pub source_event_id: String,
+    pub origin_at: Option<String>,
+    pub report_count: i64,
+    /// Revisions below the highest one that are not archived.
+    pub missing_revisions: Vec<i64>,
+    pub latest: ReportRow,
+}
+
+/// A stored report version with the raw bytes of the delivery that first brought it.
+#[derive(Debug, Clone)]
+pub struct VersionRow {
+    pub report: ReportRow,
+    pub raw: Vec<u8>,
+}
+
+/// An event with every stored version, in revision order (several versions of one revision by id).
+#[derive(Debug, Clone)]
+pub struct EventVersions {
+    pub event: EventRow,
+    pub versions: Vec<VersionRow>,
+}
+
+/// One reception record with its session's path and role and the payload's size.
+#[derive(Debug, Clone)]
+pub struct DeliveryRow {
+    pub id: i64,
+    pub received_at: String,
+    pub source: Option<String>,
+    pub type_tag: Option<String>,
+    pub marker: String,
+    pub outcome: String,
+    pub report_id: Option<i64>,
+    pub session_id: i64,
+    pub path: String,
+    pub role: String,
+    pub unit_index: i64,
+    pub raw_sha256: String,
+    pub size: i64,
+}
+
+/// A month (Beijing time, `YYYY-MM`) and how many events it holds.
+#[derive(Debug, Clone)]
+pub struct MonthRow {
+    pub month: String,
+    pub events: i64,
+}
+
+/// One recorded attempt to hold an upstream connection.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub id: i64,
+    pub path: String,
+    pub role: String,
+    pub started_at: String,
+    pub connected_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub end_reason: Option<String>,
+}
+
+/// An interval without a connected socket; `ended_at: None` is still going on.
+#[derive(Debug, Clone)]
+pub struct OutageRow {
+    pub source: String,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub reason: String,
+}
