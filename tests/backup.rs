@@ -8,7 +8,9 @@ use fake_relay::RelayConfig;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use support::{Server, all_reports, eventually, get_json, osds, start_connected, tempdir};
+use support::{
+    Server, all_reports, eventually, get_json, osds, start_connected, start_server_in, tempdir,
+};
 
 fn sc_frame(origin: &str, revision: i64, magnitude: f64) -> String {
     format!(
@@ -217,7 +219,7 @@ async fn backups_are_taken_while_serving_rotated_and_restore_the_archive() {
     let restore_dir = tempdir("restored");
     std::fs::copy(&newest, restore_dir.join("osds.db")).unwrap();
     let restored_backups = restore_dir.join("backups");
-    let restored_server = Server::start_in(
+    let restored_server = start_server_in(
         restore_dir,
         "ws://127.0.0.1:9",
         &[

@@ -7,7 +7,7 @@
 mod support;
 
 use serde_json::Value;
-use support::{Server, get_json, osds, tempdir};
+use support::{Server, get_json, osds, start_server, start_server_in, tempdir};
 
 fn distance_km(lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
     let (p1, p2) = (lat1.to_radians(), lat2.to_radians());
@@ -29,7 +29,7 @@ fn simulate(scenario: &str) -> Server {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    Server::start_in(dir, "ws://127.0.0.1:9", &["--no-ingest"])
+    start_server_in(dir, "ws://127.0.0.1:9", &["--no-ingest"])
 }
 
 /// Every public event with all its reports.
@@ -263,7 +263,7 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     );
     let started = std::time::Instant::now();
     let frames_url = format!("sqlite://{}", dir.join("frames.db").display());
-    let server = Server::start_in(
+    let server = start_server_in(
         dir.clone(),
         "ws://127.0.0.1:9",
         &[
@@ -393,7 +393,7 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     assert_eq!(after["status"], statuses[end]);
 
     // The recorded images replay into a fresh archive and give the same earthquake.
-    let replay = Server::start(
+    let replay = start_server(
         "ws://127.0.0.1:9",
         &[
             "--no-ingest",
@@ -464,14 +464,14 @@ async fn a_travel_time_table_is_named_in_the_algorithm_fingerprint() {
         })
         .await
     };
-    let builtin = algorithm(Server::start("ws://127.0.0.1:9", &replay)).await;
+    let builtin = algorithm(start_server("ws://127.0.0.1:9", &replay)).await;
     let table_arg = table_path.display().to_string();
     let with_table: Vec<&str> = replay
         .iter()
         .copied()
         .chain(["--travel-times", &table_arg])
         .collect();
-    let tabled = algorithm(Server::start("ws://127.0.0.1:9", &with_table)).await;
+    let tabled = algorithm(start_server("ws://127.0.0.1:9", &with_table)).await;
     assert_ne!(builtin, tabled);
     assert!(tabled.starts_with("osds-hyp/2:"), "{tabled}");
 

@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use support::live::ws_url;
-use support::{Server, eventually, get_json, start_connected};
+use support::{Server, eventually, get_json, start_connected, start_server};
 
 const LIMITS: [&str; 6] = [
     "--rate-limit-burst",
@@ -397,7 +397,7 @@ async fn tls_serves_rest_and_websocket_with_a_self_signed_certificate() {
     let relay = fake_relay::FakeRelay::start(RelayConfig::default())
         .await
         .unwrap();
-    let server = Server::start(
+    let server = start_server(
         &relay.url(),
         &[
             "--tls-cert",
@@ -454,7 +454,7 @@ async fn a_request_that_cannot_be_answered_in_time_is_a_503_not_a_hang() {
     let relay = fake_relay::FakeRelay::start(RelayConfig::default())
         .await
         .unwrap();
-    let server = Server::start(&relay.url(), &["--request-timeout-secs", "0.000001"]);
+    let server = start_server(&relay.url(), &["--request-timeout-secs", "0.000001"]);
     let response = reqwest::get(server.url("/events")).await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     let retry_after: u64 = response.headers()["retry-after"]

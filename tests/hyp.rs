@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::process::Output;
 use support::contract::{Contract, encode};
-use support::{Server, get_json, osds, tempdir};
+use support::{get_json, osds, start_server_in, tempdir};
 
 const ALGORITHM: &str = "osds-hyp/1:test";
 const NOTO: &str = "hyp:20240101T071022:1";
@@ -165,7 +165,7 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
     let hidden = run(&["hyp", "hide", "--database-url", &database, TO_HIDE]);
     assert!(hidden.status.success(), "{}", text(&hidden));
 
-    let server = Server::start_in(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
+    let server = start_server_in(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
 
     // Status: no detector has run, and the spec's constants.
     let status = contract
@@ -436,7 +436,7 @@ async fn the_shaper_is_hot_swapped_through_the_admin_socket_with_a_canary() {
         file.to_str().unwrap(),
     ]);
     assert!(imported.status.success(), "{}", text(&imported));
-    let server = Server::start_in(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
+    let server = start_server_in(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
     let shaper_name =
         || async { get_json(&server.url("/hyp/status")).await["shaper"]["name"].clone() };
     assert_eq!(shaper_name().await, "hyp-shaper");

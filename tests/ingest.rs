@@ -7,7 +7,10 @@ use fake_relay::{FakeRelay, RelayConfig};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
-use support::{Server, all_reports, eventually, get_json, start_connected, wait_queries_done};
+use support::{
+    Server, all_reports, eventually, get_json, start_connected, start_server, start_server_in,
+    wait_queries_done,
+};
 
 fn sc_frame(origin: &str, revision: i64, magnitude: f64) -> String {
     format!(
@@ -222,7 +225,7 @@ async fn a_query_reply_on_connect_is_marked_query_or_push() {
     let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
     let latest = r#"{"type":"fj_eew","EventID":"20241027182139_1","ReportTime":"2024-10-27 18:22:09","ReportNum":1,"OriginTime":"2024-10-27 18:21:43","HypoCenter":"台湾花莲县附近海域","Latitude":23.92,"Longitude":121.8,"Magunitude":5.8,"isFinal":false}"#;
     relay.set_latest("query_fjeew", latest.as_bytes()).await;
-    let server = Server::start(&relay.url(), &[]);
+    let server = start_server(&relay.url(), &[]);
     let counts = wait_archive(&server, "the query replies from both sockets", |a| {
         a["deliveries"] == 2
     })
@@ -340,7 +343,7 @@ async fn a_killed_server_keeps_every_committed_frame_intact_without_gaps_or_dupl
     server.kill();
     let relay = pushing.await.unwrap();
 
-    let server = Server::start_in(server.into_dir(), &relay.url(), &[]);
+    let server = start_server_in(server.into_dir(), &relay.url(), &[]);
     let reports = all_reports(&server).await;
     assert!(reports.len() >= 40, "{} versions survived", reports.len());
     let ids: Vec<i64> = reports.iter().map(|r| r["id"].as_i64().unwrap()).collect();

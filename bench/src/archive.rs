@@ -7,10 +7,10 @@ use crate::proc_memory;
 use anyhow::{Context, Result, bail};
 use futures_util::{StreamExt, TryStreamExt};
 use osds_store::{Incoming, UnitKind, UnitRecord};
+use osds_testkit::server::{Launch, Server};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// (channel, upstream `type`) of the generated reports, round robin by event.
 const CHANNELS: [&wolfx_core::Channel; 4] = [
@@ -212,58 +212,24 @@ pub struct QueryResults {
     pub page_cost: Option<crate::breakdown::PageCost>,
 }
 
-struct Served {
-    child: tokio::process::Child,
-    base: String,
-}
-
 async fn serve_archive(
     osds: &Path,
     db: &Path,
     dir: &Path,
     serve_args: &[String],
-) -> Result<(Served, Startup)> {
+) -> Result<(Server, Startup)> {
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(osds)
-        .arg("serve")
-        .args(["--no-ingest", "--listen", "127.0.0.1:0"])
-        .arg("--database-url")
-        .arg(format!("sqlite://{}", db.display()))
-        .arg("--admin-socket")
-        .arg(dir.join("admin.sock"))
-        .arg("--backup-dir")
-        .arg(dir.join("backups"))
+    let launch = Launch::new(osds, dir)
+        .database(db)
+        .args(["--no-ingest"])
+        .args(["--backup-dir".into(), dir.join("backups").into_os_string()])
         .args(["--backup-every-secs", "0"])
-        .args([
-            "--rate-limit-burst",
-            "100000000",
-            "--rate-limit-per-sec",
-            "100000000",
-            "--max-connections-per-client",
-            "100000",
-        ])
-        .args(serve_args)
-        .env_remove("OSDS_CONFIG")
-        .env("OSDS_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("server.log"))?)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("start {} serve", osds.display()))?;
-    let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
-    let base = tokio::time::timeout(Duration::from_secs(120), async {
-        while let Some(line) = lines.next_line().await? {
-            if let Some(url) = line.strip_prefix("osds: serving ") {
-                return Ok::<_, anyhow::Error>(url.trim().to_string());
-            }
-        }
-        bail!("osds serve ended before serving")
-    })
-    .await
-    .context("osds serve did not start in 120 s")??;
+        .args(crate::UNLIMITED)
+        .args(serve_args.iter().cloned());
+    // Waiting for the line blocks: off the runtime's threads.
+    let served = tokio::task::spawn_blocking(move || launch.start()).await??;
+    let base = served.base.clone();
     let listen_secs = started.elapsed().as_secs_f64();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let client = reqwest::Client::new();
     let status_url = format!("{base}/status");
     let first_200_secs = loop {
@@ -283,9 +249,9 @@ async fn serve_archive(
     client.get(&status_url).send().await?.bytes().await?;
     let status_secs = at.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (rss_rest_kb, hwm_kb) = proc_memory(child.id().unwrap_or(0)).unwrap_or((0, 0));
+    let (rss_rest_kb, hwm_kb) = proc_memory(served.pid()).unwrap_or((0, 0));
     Ok((
-        Served { child, base },
+        served,
         Startup {
             listen_secs,
             first_200_secs,
@@ -469,7 +435,7 @@ pub async fn run(
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
 
-    let (mut served, startup) = serve_archive(osds, &db, &dir, serve_args).await?;
+    let (served, startup) = serve_archive(osds, &db, &dir, serve_args).await?;
     let client = reqwest::Client::new();
     let status: serde_json::Value = client
         .get(format!("{}/status", served.base))
@@ -570,7 +536,7 @@ pub async fn run(
     let name = "/reports?limit=1000 (random after, every page read once before)";
     println!("query: wrk osds {name}");
     loads.push(wrk(&origin, &cases[0].1, &dir, name, "osds", wrk_options).await?);
-    let _ = served.child.kill().await;
+    drop(served);
     println!("query: timing 100 /reports pages in-process (archive read vs serialisation)");
     let page_cost = crate::breakdown::page_cost(&db, versions, 100).await.ok();
 

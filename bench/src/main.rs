@@ -30,16 +30,15 @@ use anyhow::{Context, Result, bail};
 use clap::builder::TypedValueParser;
 use fake_relay::{FakeRelay, RelayConfig};
 use futures_util::StreamExt;
+use osds_testkit::server::{Launch, Server};
 use osds_testkit::sse::SseFramer;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -247,85 +246,34 @@ fn raise_fd_limit() -> u64 {
 // ---------------------------------------------------------------------------------------------------------
 // The server under test
 
-/// A running `osds serve` on a fresh database in its own directory; killed and removed when dropped.
-struct Server {
-    child: tokio::process::Child,
-    base: String,
-    dir: PathBuf,
+/// A running `osds serve` on a fresh database in its own directory (removed with it), with the per-client
+/// limits out of the way.
+async fn start_server(osds: &Path, root: &Path, label: &str, upstream: &str) -> Result<Server> {
+    let dir = root.join(format!("osds-bench-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let launch = Launch::new(osds, dir)
+        .args(["--upstream-url", upstream])
+        .args(UNLIMITED);
+    // Waiting for the line blocks: off the runtime's threads, which serve the relay meanwhile.
+    Ok(tokio::task::spawn_blocking(move || launch.start())
+        .await??
+        .removing_dir())
 }
 
-impl Server {
-    async fn start(osds: &Path, root: &Path, label: &str, upstream: &str) -> Result<Server> {
-        let dir = root.join(format!("osds-bench-{label}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-        let log = std::fs::File::create(dir.join("server.log")).context("server log")?;
-        let mut child = tokio::process::Command::new(osds)
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--upstream-url", upstream])
-            .arg("--database-url")
-            .arg(format!("sqlite://{}", dir.join("osds.db").display()))
-            .arg("--admin-socket")
-            .arg(dir.join("admin.sock"))
-            .args([
-                "--rate-limit-burst",
-                "100000000",
-                "--rate-limit-per-sec",
-                "100000000",
-            ])
-            .args(["--max-connections-per-client", "100000"])
-            .env_remove("OSDS_CONFIG")
-            .env("OSDS_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("start {} serve", osds.display()))?;
-        let stdout = child.stdout.take().context("stdout of osds serve")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let read_base = async {
-            while let Some(line) = lines.next_line().await? {
-                if let Some(url) = line.strip_prefix("osds: serving ") {
-                    return Ok::<_, anyhow::Error>(Some(url.trim().to_string()));
-                }
-            }
-            Ok(None)
-        };
-        let base = match tokio::time::timeout(Duration::from_secs(60), read_base).await {
-            Ok(Ok(Some(base))) => base,
-            outcome => {
-                let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-                bail!("osds serve did not start ({outcome:?}); log:\n{log}");
-            }
-        };
-        // Keep draining stdout so the server never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok(Server { child, base, dir })
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn ws_url(&self, path: &str) -> String {
-        self.url(path).replacen("http://", "ws://", 1)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id().unwrap_or(0)
-    }
-
-    async fn stop(mut self) {
-        let _ = self.child.kill().await;
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+/// The gateway's per-client limits, raised out of the way: every benchmark client comes from one address.
+pub const UNLIMITED: [&str; 6] = [
+    "--rate-limit-burst",
+    "100000000",
+    "--rate-limit-per-sec",
+    "100000000",
+    "--max-connections-per-client",
+    "100000",
+];
 
 /// The relay and a server connected to it on all five paths.
 async fn start_connected(options: &Options, label: &str) -> Result<(FakeRelay, Server)> {
     let relay = FakeRelay::start(RelayConfig::default()).await?;
-    let server = Server::start(&options.osds, &options.dir, label, &relay.url()).await?;
+    let server = start_server(&options.osds, &options.dir, label, &relay.url()).await?;
     for path in fake_relay::channel_paths() {
         if !relay.wait_connected(path, 1, Duration::from_secs(30)).await {
             bail!("osds serve never connected {path} to the relay");
@@ -509,7 +457,7 @@ async fn push_latency(options: &Options, results: &mut Results) -> Result<()> {
         sent.len() - sse_seen.len(),
         sent.len() - ws_seen.len(),
     ));
-    server.stop().await;
+    drop(server);
     relay.shutdown().await;
     println!(
         "push-latency: the server-side steps alone, in-process, {} frames",
@@ -624,7 +572,7 @@ async fn ingest(options: &Options, results: &mut Results) -> Result<()> {
         total_secs,
         archived_during_push,
     });
-    server.stop().await;
+    drop(server);
     relay.shutdown().await;
     Ok(())
 }
@@ -678,7 +626,7 @@ async fn fan_out(options: &Options, results: &mut Results) -> Result<()> {
             interval,
         )
         .await;
-        server.stop().await;
+        drop(server);
         relay.shutdown().await;
         results.fan_out.push(outcome?);
         if peers {

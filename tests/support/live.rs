@@ -72,9 +72,7 @@ pub type WsClient =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 pub fn ws_url(server: &Server, query: &str) -> String {
-    server
-        .url(&format!("/ws{query}"))
-        .replacen("http://", "ws://", 1)
+    server.ws_url(&format!("/ws{query}"))
 }
 
 /// The next JSON text message of a WebSocket, `None` once it closed.

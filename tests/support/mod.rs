@@ -117,121 +117,30 @@ fn relaxed_limits(extra: &[&str]) -> Vec<&'static str> {
     args
 }
 
-/// A running `osds serve` process on a fresh SQLite file, killed when dropped.
-pub struct Server {
-    pub child: std::process::Child,
-    pub base: String,
-    pub db_path: PathBuf,
-    pub dir: PathBuf,
-    /// Whether `dir` was made for this server (and goes with it) rather than handed in by the test.
-    owns_dir: bool,
+pub use osds_testkit::server::Server;
+
+/// `osds serve` against `upstream` with fast timings (checks every 0.2 s, silence after 1.5 s, back-off capped
+/// at 0.5 s), on a fresh database in a new directory (removed with the server unless the test fails).
+pub fn start_server(upstream: &str, extra: &[&str]) -> Server {
+    start_server_in(tempdir("server"), upstream, extra).removing_dir()
 }
 
-impl Server {
-    /// Starts `osds serve` against `upstream` with fast timings (checks every 0.2 s, silence after 1.5 s,
-    /// back-off capped at 0.5 s), on a database in a new directory, and waits until it serves.
-    pub fn start(upstream: &str, extra: &[&str]) -> Server {
-        let dir = tempdir("server");
-        let mut server = Server::start_in(dir, upstream, extra);
-        server.owns_dir = true;
-        server
-    }
-
-    /// Like [`Server::start`], on the database already in `dir` (for restarts).
-    pub fn start_in(dir: PathBuf, upstream: &str, extra: &[&str]) -> Server {
-        use std::io::BufRead;
-        let db_path = dir.join("osds.db");
-        let mut child = osds()
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--upstream-url", upstream])
-            .args([
-                "--upstream-check-secs",
-                "0.2",
-                "--upstream-silence-secs",
-                "1.5",
-                "--upstream-backoff-cap-secs",
-                "0.5",
-            ])
-            .arg("--database-url")
-            .arg(format!("sqlite://{}", db_path.display()))
-            .arg("--admin-socket")
-            .arg(dir.join("admin.sock"))
-            .args(relaxed_limits(extra))
-            .args(extra)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("server.log")).expect("server log"))
-            .spawn()
-            .expect("start osds serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = std::io::BufReader::new(stdout).lines();
-        let base = loop {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    if let Some(url) = line.strip_prefix("osds: serving ") {
-                        break url.to_string();
-                    }
-                }
-                _ => panic!(
-                    "osds serve exited before serving; log: {}",
-                    std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
-                ),
-            }
-        };
-        Server {
-            child,
-            base,
-            db_path,
-            dir,
-            owns_dir: false,
-        }
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
-    }
-
-    /// SIGTERM, then waits for the service to finish its shutdown.
-    pub async fn stop(&mut self) {
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
-        for _ in 0..400 {
-            if self.child.try_wait().expect("wait").is_some() {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("osds serve did not stop; log:\n{}", self.log());
-    }
-
-    /// Stops the server (SIGKILL) and hands its directory to the caller, who may start another server in it.
-    pub fn into_dir(mut self) -> PathBuf {
-        self.kill();
-        self.owns_dir = false;
-        self.dir.clone()
-    }
-
-    /// SIGKILL: no shutdown code runs.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-        // A failed test keeps its server's database and log to look at.
-        if self.owns_dir && !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
+/// Like [`start_server`], on the database already in `dir` (for restarts); the directory stays.
+pub fn start_server_in(dir: PathBuf, upstream: &str, extra: &[&str]) -> Server {
+    osds_testkit::server::Launch::new(env!("CARGO_BIN_EXE_osds"), dir)
+        .args(["--upstream-url", upstream])
+        .args([
+            "--upstream-check-secs",
+            "0.2",
+            "--upstream-silence-secs",
+            "1.5",
+            "--upstream-backoff-cap-secs",
+            "0.5",
+        ])
+        .args(relaxed_limits(extra))
+        .args(extra.iter().copied())
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// GET `url` and parse the JSON body; panics with the body on a non-2xx status.
@@ -285,7 +194,7 @@ pub async fn start_connected(
     extra: &[&str],
 ) -> (fake_relay::FakeRelay, Server) {
     let relay = fake_relay::FakeRelay::start(config).await.unwrap();
-    let server = Server::start(&relay.url(), extra);
+    let server = start_server(&relay.url(), extra);
     for path in fake_relay::channel_paths() {
         assert!(
             relay
