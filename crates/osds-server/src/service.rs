@@ -1,6 +1,8 @@
 //! The service, wired: the archive and its writer task, the decoders and the shaper with their hot-swap manager
 //! and admin socket, ingestion, the detector, periodic backups and the public listener, all started from one
 //! [`ServiceConfig`] and stopped in order on SIGINT or SIGTERM (`osds serve` builds the config from its flags).
+//! [`Service::start`] wires everything but the listener, so tests can send requests to [`Service::router`]
+//! in-process; [`Service::serve`] binds and serves until a signal.
 
 use crate::admin;
 use crate::hot_swap::ComponentManager;
@@ -77,175 +79,249 @@ pub enum DetectorSource {
 
 /// Runs the service until SIGINT or SIGTERM, then stops it in order.
 pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
-    let ServiceConfig {
-        listen,
-        database_url,
-        upstream,
-        live,
-        components_dir,
-        report_cache_mb,
-        canary_fixtures,
-        canary_recent,
-        admin_socket: admin_path,
-        backups,
-        mut gateway,
-        public_base_url,
-        tls,
-        shutdown_grace,
-        limits,
-        detector,
-    } = config;
-    let wasm = Runtime::new(limits)?;
-    let decoder_set = DecoderSet::load(&wasm, components_dir.as_deref())?;
-    for decoder in decoder_set.decoders() {
-        let info = decoder.info();
-        tracing::info!(name = %info.name, version = %info.version, source = %info.source, claims = ?info.claims, sha256 = %info.sha256, "decoder loaded");
-    }
-    let board = Arc::new(UpstreamBoard::new(ChannelSpec::from_decoders(&decoder_set)));
-    let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
+    Service::start(config).await?.serve().await
+}
 
-    let (store, mut writer) = osds_store::open(&database_url).await?;
-    writer.close_stale_sessions().await?;
-    board.seed_last_received(store.last_receptions().await?);
-    tracing::info!(database = %database_url, high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
-    let writer_task = WriterTask::spawn(writer);
+/// The service, started: archive, components, ingestion, the detector and backups running; not listening yet.
+pub struct Service {
+    state: AppState,
+    gateway: GatewayConfig,
+    listen: SocketAddr,
+    public_base_url: Option<String>,
+    tls: Option<(PathBuf, PathBuf)>,
+    shutdown_grace: Duration,
+    /// Turns true when the service stops; `state.shutdown` follows it.
+    stopping: tokio::sync::watch::Sender<bool>,
+    admin_socket: tokio::task::JoinHandle<()>,
+    admin_path: PathBuf,
+    backups: tokio::task::JoinHandle<()>,
+    detector: Option<tokio::task::JoinHandle<()>>,
+    ingester: Option<Arc<Ingester>>,
+    board: Arc<UpstreamBoard>,
+    writer_task: WriterTask,
+}
 
-    let ingester = if let Some(upstream) = upstream {
-        tracing::info!(upstream = %upstream.url, "ingesting from the relay");
-        Some(
-            Ingester::start(
-                upstream,
-                decoders.clone(),
-                writer_task.clone(),
-                board.clone(),
+impl Service {
+    /// Opens the archive, loads the components, starts ingestion, the detector and backups.
+    pub async fn start(config: ServiceConfig) -> anyhow::Result<Service> {
+        let ServiceConfig {
+            listen,
+            database_url,
+            upstream,
+            live,
+            components_dir,
+            report_cache_mb,
+            canary_fixtures,
+            canary_recent,
+            admin_socket: admin_path,
+            backups,
+            gateway,
+            public_base_url,
+            tls,
+            shutdown_grace,
+            limits,
+            detector,
+        } = config;
+        let wasm = Runtime::new(limits)?;
+        let decoder_set = DecoderSet::load(&wasm, components_dir.as_deref())?;
+        for decoder in decoder_set.decoders() {
+            let info = decoder.info();
+            tracing::info!(name = %info.name, version = %info.version, source = %info.source, claims = ?info.claims, sha256 = %info.sha256, "decoder loaded");
+        }
+        let board = Arc::new(UpstreamBoard::new(ChannelSpec::from_decoders(&decoder_set)));
+        let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
+
+        let (store, mut writer) = osds_store::open(&database_url).await?;
+        writer.close_stale_sessions().await?;
+        board.seed_last_received(store.last_receptions().await?);
+        tracing::info!(database = %database_url, high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
+        let writer_task = WriterTask::spawn(writer);
+
+        let ingester = if let Some(upstream) = upstream {
+            tracing::info!(upstream = %upstream.url, "ingesting from the relay");
+            Some(
+                Ingester::start(
+                    upstream,
+                    decoders.clone(),
+                    writer_task.clone(),
+                    board.clone(),
+                )
+                .await?,
             )
-            .await?,
+        } else {
+            tracing::info!("ingestion disabled (--no-ingest): serving the archive only");
+            None
+        };
+        let shaper = ShaperComponent::embedded(&wasm)?;
+        tracing::info!(name = %shaper.info().name, sha256 = %shaper.info().sha256, "hyp shaper loaded");
+        let shaper = Arc::new(arc_swap::ArcSwap::from_pointee(shaper));
+        let components = ComponentManager::new(
+            wasm.clone(),
+            decoders.clone(),
+            store.clone(),
+            shaper.clone(),
+            canary_fixtures,
+            canary_recent.max(0),
+            ingester.clone(),
+        );
+        let admin_socket = admin::serve(admin_path.clone(), components.clone())?;
+        if let Some(dir) = components_dir {
+            reload_on_hangup(components.clone(), dir);
+        }
+
+        let (stopping, shutdown) = tokio::sync::watch::channel(false);
+        let report_cache = Arc::new(osds_api::report_cache::ReportCache::new(
+            report_cache_mb.saturating_mul(1 << 20),
+        ));
+        let recent = Arc::new(osds_api::recent::RecentReports::new(
+            store.clone(),
+            *writer_task.high_water().borrow(),
+        ));
+        // One hub shard per worker thread (the runtime's default count).
+        let hub = osds_api::live::hub::Hub::start(
+            &store,
+            &report_cache,
+            &recent,
+            &writer_task.high_water(),
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        );
+        let live_streams = tokio_util::task::TaskTracker::new();
+        let state = AppState {
+            hub,
+            report_cache,
+            live_streams: live_streams.clone(),
+            recent,
+            store,
+            upstream: board.clone(),
+            decoders,
+            high_water: writer_task.high_water(),
+            live_config: live,
+            shutdown,
+            backups: Arc::new(backups),
+            shaper,
+        };
+        let detector = start_detector(
+            detector,
+            &database_url,
+            state.shaper.clone(),
+            state.shutdown.clone(),
         )
-    } else {
-        tracing::info!("ingestion disabled (--no-ingest): serving the archive only");
-        None
-    };
-    let shaper = ShaperComponent::embedded(&wasm)?;
-    tracing::info!(name = %shaper.info().name, sha256 = %shaper.info().sha256, "hyp shaper loaded");
-    let shaper = Arc::new(arc_swap::ArcSwap::from_pointee(shaper));
-    let components = ComponentManager::new(
-        wasm.clone(),
-        decoders.clone(),
-        store.clone(),
-        shaper.clone(),
-        canary_fixtures,
-        canary_recent.max(0),
-        ingester.clone(),
-    );
-    let admin_socket = admin::serve(admin_path.clone(), components.clone())?;
-    if let Some(dir) = components_dir {
-        reload_on_hangup(components.clone(), dir);
+        .await?;
+        let backups = tokio::spawn(osds_store::backup::periodic(
+            database_url.clone(),
+            state.backups.clone(),
+            state.shutdown.clone(),
+        ));
+        Ok(Service {
+            state,
+            gateway,
+            listen,
+            public_base_url,
+            tls,
+            shutdown_grace,
+            stopping,
+            admin_socket,
+            admin_path,
+            backups,
+            detector,
+            ingester,
+            board,
+            writer_task,
+        })
     }
 
-    let (stopping, shutdown) = tokio::sync::watch::channel(false);
-    let report_cache = Arc::new(osds_api::report_cache::ReportCache::new(
-        report_cache_mb.saturating_mul(1 << 20),
-    ));
-    let recent = Arc::new(osds_api::recent::RecentReports::new(
-        store.clone(),
-        *writer_task.high_water().borrow(),
-    ));
-    // One hub shard per worker thread (the runtime's default count).
-    let hub = osds_api::live::hub::Hub::start(
-        &store,
-        &report_cache,
-        &recent,
-        &writer_task.high_water(),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-    );
-    let live_streams = tokio_util::task::TaskTracker::new();
-    let state = AppState {
-        hub,
-        report_cache,
-        live_streams: live_streams.clone(),
-        recent,
-        store,
-        upstream: board.clone(),
-        decoders,
-        high_water: writer_task.high_water(),
-        live_config: live,
-        shutdown,
-        backups: Arc::new(backups),
-        shaper,
-    };
-    let detector = start_detector(
-        detector,
-        &database_url,
-        state.shaper.clone(),
-        state.shutdown.clone(),
-    )
-    .await?;
-    let backups = tokio::spawn(osds_store::backup::periodic(
-        database_url.clone(),
-        state.backups.clone(),
-        state.shutdown.clone(),
-    ));
-    let tls = match tls {
-        Some((cert, key)) => Some(tls::acceptor(&cert, &key)?),
-        None => None,
-    };
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("listen on {listen}"))?;
-    let address = listener.local_addr()?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    gateway.public_base_url =
-        public_base_url.unwrap_or_else(|| format!("{scheme}://{address}/api/v1"));
-    let gateway = Gateway::new(gateway, state.shutdown.clone());
-    let app = osds_api::router(state, gateway).into_make_service_with_connect_info::<Peer>();
-    let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
-    let drain = async move {
-        shutdown_signal().await;
-        // Live connections never end by themselves: tell them to close so the drain can finish.
-        let _ = stopping.send(true);
-        let _ = draining.send(());
-    };
-    let grace_over = async move {
-        match drain_started.await {
-            Ok(()) => tokio::time::sleep(shutdown_grace).await,
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tracing::info!(%address, %scheme, "serving /api/v1");
-    // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
-    println!("osds: serving {scheme}://{address}/api/v1");
-    match tls {
-        Some(acceptor) => {
-            let listener = tls::TlsListener::new(listener, acceptor)?;
-            let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
-            let serving = then_streams(serving.into_future(), live_streams);
-            drain_within(serving, grace_over, shutdown_grace).await?
-        }
-        None => {
-            let listener = LiveListener(listener);
-            let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
-            let serving = then_streams(serving.into_future(), live_streams);
-            drain_within(serving, grace_over, shutdown_grace).await?
-        }
+    /// The public router with the gateway's layers, for requests sent in-process (no socket: every request
+    /// counts as coming from 127.0.0.1).
+    pub fn router(&self) -> axum::Router {
+        let mut gateway = self.gateway.clone();
+        gateway.public_base_url = self
+            .public_base_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}/api/v1", self.listen));
+        let gateway = Gateway::new(gateway, self.state.shutdown.clone());
+        osds_api::router(self.state.clone(), gateway)
     }
 
-    tracing::info!("shutting down");
-    admin_socket.abort();
-    let _ = std::fs::remove_file(&admin_path);
-    // Returns at once: it stops on the shutdown signal, abandoning a backup in progress.
-    let _ = backups.await;
-    if let Some(detector) = detector {
-        // It closes the events still open as `interrupted` before it returns.
-        let _ = detector.await;
+    /// Binds the listener and serves until SIGINT or SIGTERM, then drains the connections (for the shutdown
+    /// grace at most) and stops in order.
+    pub async fn serve(mut self) -> anyhow::Result<()> {
+        let tls = match self.tls.take() {
+            Some((cert, key)) => Some(tls::acceptor(&cert, &key)?),
+            None => None,
+        };
+        let listen = self.listen;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listen on {listen}"))?;
+        let address = listener.local_addr()?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut gateway = self.gateway.clone();
+        gateway.public_base_url = self
+            .public_base_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{address}/api/v1"));
+        let gateway = Gateway::new(gateway, self.state.shutdown.clone());
+        let app = osds_api::router(self.state.clone(), gateway)
+            .into_make_service_with_connect_info::<Peer>();
+        let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
+        let stopping = self.stopping.clone();
+        let drain = async move {
+            shutdown_signal().await;
+            // Live connections never end by themselves: tell them to close so the drain can finish.
+            let _ = stopping.send(true);
+            let _ = draining.send(());
+        };
+        let shutdown_grace = self.shutdown_grace;
+        let grace_over = async move {
+            match drain_started.await {
+                Ok(()) => tokio::time::sleep(shutdown_grace).await,
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let live_streams = self.state.live_streams.clone();
+        tracing::info!(%address, %scheme, "serving /api/v1");
+        // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
+        println!("osds: serving {scheme}://{address}/api/v1");
+        match tls {
+            Some(acceptor) => {
+                let listener = tls::TlsListener::new(listener, acceptor)?;
+                let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
+                let serving = then_streams(serving.into_future(), live_streams);
+                drain_within(serving, grace_over, shutdown_grace).await?
+            }
+            None => {
+                let listener = LiveListener(listener);
+                let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
+                let serving = then_streams(serving.into_future(), live_streams);
+                drain_within(serving, grace_over, shutdown_grace).await?
+            }
+        }
+        self.stop().await;
+        Ok(())
     }
-    if let Some(ingester) = ingester {
-        ingester.stop().await;
+
+    /// Stops in order: the admin socket, backups, the detector (closing its open events as `interrupted`),
+    /// ingestion, then an outage recorded for every channel and the writer flushed.
+    pub async fn stop(self) {
+        tracing::info!("shutting down");
+        let _ = self.stopping.send(true);
+        self.admin_socket.abort();
+        let _ = std::fs::remove_file(&self.admin_path);
+        // Returns at once: it stops on the shutdown signal, abandoning a backup in progress.
+        let _ = self.backups.await;
+        if let Some(detector) = self.detector {
+            let _ = detector.await;
+        }
+        if let Some(ingester) = self.ingester {
+            ingester.stop().await;
+        }
+        for source in self.board.sources() {
+            self.writer_task
+                .outage_begin(&source, "service stopped")
+                .await;
+        }
+        self.writer_task.flush().await;
     }
-    for source in board.sources() {
-        writer_task.outage_begin(&source, "service stopped").await;
-    }
-    writer_task.flush().await;
-    Ok(())
 }
 
 /// Starts the self-sensing detector as `plan` says, with its own connection to the archive (hyp reports never
