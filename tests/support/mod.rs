@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod contract;
+pub mod in_process;
 pub mod live;
 
 use std::path::{Path, PathBuf};
