@@ -193,3 +193,63 @@ fn the_cycle_finder_finds_a_cycle() {
     .unwrap();
     assert_eq!(import_cycle(&dir), None);
 }
+
+/// The host crates' dependencies on workspace crates, read from their `Cargo.toml` (`[dependencies]` only).
+fn crate_dependencies(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let folders = [
+        "crates/osds",
+        "crates/osds-server",
+        "crates/osds-api",
+        "crates/osds-store",
+        "crates/osds-runtime",
+        "crates/osds-detector",
+        "crates/osds-time",
+    ];
+    let workspace: BTreeSet<&str> = folders
+        .iter()
+        .map(|f| f.rsplit('/').next().unwrap())
+        .chain(["wolfx-core", "hyp-core"])
+        .collect();
+    folders
+        .iter()
+        .map(|folder| {
+            let text = std::fs::read_to_string(root.join(folder).join("Cargo.toml")).unwrap();
+            let manifest: toml::Table = toml::from_str(&text).unwrap();
+            let name = manifest["package"]["name"].as_str().unwrap().to_string();
+            let dependencies = manifest
+                .get("dependencies")
+                .and_then(|d| d.as_table())
+                .map(|d| {
+                    d.keys()
+                        .filter(|k| workspace.contains(k.as_str()))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            (name, dependencies)
+        })
+        .collect()
+}
+
+#[test]
+fn the_design_documents_the_crate_graph_as_it_is() {
+    let root = support::tests_dir().join("..");
+    let design = std::fs::read_to_string(root.join("docs/design.md")).unwrap();
+    // The lines `crate → a, b` (or `→ (none)`) of the graph in docs/design.md.
+    let documented: BTreeMap<String, BTreeSet<String>> = design
+        .lines()
+        .filter_map(|line| line.split_once(" → "))
+        .filter(|(name, _)| name.trim().starts_with("osds"))
+        .map(|(name, deps)| {
+            let deps = deps
+                .split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty() && *d != "(none)")
+                .map(String::from)
+                .collect();
+            (name.trim().to_string(), deps)
+        })
+        .collect();
+    let actual = crate_dependencies(&root);
+    assert_eq!(documented, actual, "docs/design.md's crate graph");
+}

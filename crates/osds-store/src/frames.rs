@@ -4,7 +4,6 @@
 //! are not fsynced one by one.
 
 use anyhow::Context;
-use osds_detector::kmoni::{Layer, Observation};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 use std::str::FromStr;
@@ -30,6 +29,19 @@ pub struct FrameArchiveSummary {
     pub file_bytes: i64,
     pub oldest_at: Option<i64>,
     pub newest_at: Option<i64>,
+}
+
+/// One stored image: a layer's GIF of one observation second.
+#[derive(Debug, Clone)]
+pub struct FrameImage {
+    /// Observation second, Unix ms.
+    pub at_ms: i64,
+    /// The layer's name (`jma_s`, `acmap_b`, ...).
+    pub layer: String,
+    /// When it arrived, Unix ms.
+    pub received_at: i64,
+    /// The GIF exactly as served.
+    pub image: Vec<u8>,
 }
 
 #[derive(Clone)]
@@ -63,19 +75,26 @@ impl FrameArchive {
         Ok(FrameArchive { pool })
     }
 
-    /// Stores the images of a frame; an image already stored for that second and layer is kept as it is.
-    pub async fn record(&self, frame: &Observation, recovered: bool) -> anyhow::Result<usize> {
+    /// Stores the images (layer name, GIF) of observation second `at_ms`, received at `received_at`; an image
+    /// already stored for that second and layer is kept as it is.
+    pub async fn record(
+        &self,
+        at_ms: i64,
+        received_at: i64,
+        images: &[(String, &[u8])],
+        recovered: bool,
+    ) -> anyhow::Result<usize> {
         let mut tx = self.pool.begin().await?;
         let mut stored = 0;
-        for (layer, image) in &frame.images {
+        for (layer, image) in images {
             stored += sqlx::query(
                 "INSERT OR IGNORE INTO frames (at, layer, received_at, recovered, image) VALUES (?, ?, ?, ?, ?)",
             )
-            .bind(frame.at_ms)
-            .bind(layer.to_string())
-            .bind(frame.received_at)
+            .bind(at_ms)
+            .bind(layer)
+            .bind(received_at)
             .bind(recovered)
-            .bind(image)
+            .bind(*image)
             .execute(&mut *tx)
             .await?
             .rows_affected() as usize;
@@ -93,13 +112,13 @@ impl FrameArchive {
             .rows_affected())
     }
 
-    /// Up to `seconds` recorded seconds in `from_ms..=to_ms`, in order, each with the layers stored for it.
+    /// The images of up to `seconds` recorded seconds in `from_ms..=to_ms`, by second, then layer name.
     pub async fn frames(
         &self,
         from_ms: i64,
         to_ms: i64,
         seconds: i64,
-    ) -> anyhow::Result<Vec<Observation>> {
+    ) -> anyhow::Result<Vec<FrameImage>> {
         let rows = sqlx::query(
             "SELECT at, layer, received_at, image FROM frames
              WHERE at IN (SELECT DISTINCT at FROM frames WHERE at >= ? AND at <= ? ORDER BY at LIMIT ?)
@@ -110,42 +129,28 @@ impl FrameArchive {
         .bind(seconds)
         .fetch_all(&self.pool)
         .await?;
-        let mut frames: Vec<Observation> = Vec::new();
-        for row in rows {
-            let at: i64 = row.get("at");
-            let name: String = row.get("layer");
-            let Ok(layer) = Layer::parse(&name) else {
-                continue;
-            };
-            let received_at: i64 = row.get("received_at");
-            let image: Vec<u8> = row.get("image");
-            match frames.last_mut() {
-                Some(frame) if frame.at_ms == at => {
-                    frame.received_at = frame.received_at.max(received_at);
-                    frame.images.push((layer, image));
-                }
-                _ => frames.push(Observation {
-                    at_ms: at,
-                    received_at,
-                    images: vec![(layer, image)],
-                    missing: Vec::new(),
-                }),
-            }
-        }
-        Ok(frames)
+        Ok(rows
+            .iter()
+            .map(|row| FrameImage {
+                at_ms: row.get("at"),
+                layer: row.get("layer"),
+                received_at: row.get("received_at"),
+                image: row.get("image"),
+            })
+            .collect())
     }
 
-    /// The seconds in `from_ms..=to_ms` that have an image of `layer`.
+    /// The seconds in `from_ms..=to_ms` that have an image of the layer named `layer`.
     pub async fn recorded_seconds(
         &self,
-        layer: Layer,
+        layer: &str,
         from_ms: i64,
         to_ms: i64,
     ) -> anyhow::Result<Vec<i64>> {
         Ok(sqlx::query_scalar(
             "SELECT at FROM frames WHERE layer = ? AND at >= ? AND at <= ? ORDER BY at",
         )
-        .bind(layer.to_string())
+        .bind(layer)
         .bind(from_ms)
         .bind(to_ms)
         .fetch_all(&self.pool)

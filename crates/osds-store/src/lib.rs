@@ -18,7 +18,7 @@ mod writer_task;
 
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
 pub use counts::ArchiveCounts;
-pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary};
+pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary, FrameImage};
 pub use hyp::*;
 pub use read::*;
 pub use rows::*;

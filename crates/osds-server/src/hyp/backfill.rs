@@ -3,6 +3,7 @@
 //! the event's window are taken from every recorded layer, and a peak that is new, or higher than the one seen
 //! live, is added marked `recovered`. Reports are never touched and nothing here feeds live detection.
 
+use super::images;
 use super::runner::station_metric;
 use super::source::KmoniFetcher;
 use anyhow::Context;
@@ -81,7 +82,7 @@ pub async fn backfill(
     let mut peaks: HashMap<(usize, Layer), (f64, i64, i64)> = HashMap::new();
     let mut next = from;
     while next <= to {
-        let frames = archive.frames(next, to, 120).await?;
+        let frames = images::observations(archive, next, to, 120).await?;
         let Some(last) = frames.last() else { break };
         next = last.at_ms + 1000;
         summary.frames_read += frames.len();
@@ -132,7 +133,7 @@ async fn fetch_missing(
 ) -> anyhow::Result<usize> {
     let mut fetched = 0;
     for &layer in &refetch.layers {
-        let have = archive.recorded_seconds(layer, from, to).await?;
+        let have = images::recorded_seconds(archive, layer, from, to).await?;
         let missing: Vec<i64> = (from..=to)
             .step_by(1000)
             .filter(|at| have.binary_search(at).is_err())
@@ -145,7 +146,7 @@ async fn fetch_missing(
                     images: vec![(layer, image)],
                     missing: Vec::new(),
                 };
-                fetched += archive.record(&frame, true).await?;
+                fetched += images::record(archive, &frame, true).await?;
             }
             if (n + 1) % 60 == 0 || n + 1 == missing.len() {
                 eprintln!(

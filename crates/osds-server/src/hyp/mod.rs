@@ -1,6 +1,8 @@
 //! The self-sensing detector (the `osds-detector` crate) at work in the service: the frame sources (kmoni
-//! fetcher, replay), the runner that feeds the detector and archives its reports, and the recorder's backfill.
+//! fetcher, replay), the runner that feeds the detector and archives its reports, the recorder's backfill, and how observations are
+//! kept in the image archive.
 
 pub mod backfill;
+pub mod images;
 pub mod runner;
 pub mod source;

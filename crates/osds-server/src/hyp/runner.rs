@@ -3,6 +3,7 @@
 //! state kept for `/hyp/status`. A report that cannot be shaped or stored is logged and counted; detection goes
 //! on.
 
+use super::images;
 use super::source::FrameSource;
 use anyhow::Context;
 use hyp_core::Solution;
@@ -228,7 +229,7 @@ impl Runner {
         let Some(recorder) = &self.recorder else {
             return;
         };
-        match recorder.archive.record(frame, false).await {
+        match images::record(&recorder.archive, frame, false).await {
             Ok(n) => self.counters.recorded_images += n as u64,
             Err(error) => {
                 self.counters.failed_recordings += 1;

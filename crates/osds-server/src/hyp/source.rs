@@ -2,6 +2,7 @@
 //! the replay of frames the recorder archived. A frame is one observation second: the images of the layers
 //! that arrived, and the layers that did not (a gap is recorded, never filled in).
 
+use super::images;
 use osds_detector::kmoni::{Layer, Observation};
 use osds_store::FrameArchive;
 use osds_time::now_ms;
@@ -280,7 +281,7 @@ impl ReplaySource {
 impl FrameSource for ReplaySource {
     async fn next(&mut self) -> Option<Observation> {
         if self.buffered.is_empty() && self.next_ms <= self.to_ms {
-            match self.archive.frames(self.next_ms, self.to_ms, 60).await {
+            match images::observations(&self.archive, self.next_ms, self.to_ms, 60).await {
                 Ok(frames) => {
                     if let Some(last) = frames.last() {
                         self.next_ms = last.at_ms + 1000;
