@@ -283,3 +283,40 @@ fn a_missing_database_is_refused_not_created() {
     assert!(!db_path.exists(), "no database was created");
     assert!(!backup_dir.exists(), "no backup directory was created");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clean_stop_leaves_every_report_in_the_database_file_alone() {
+    let (relay, mut server) = start_connected(RelayConfig::default(), &[]).await;
+    for revision in 1..=3 {
+        relay
+            .push("sc_eew", sc_frame("202608281314", revision, 5.0).as_bytes())
+            .await;
+    }
+    eventually(20, "three versions archived", || async {
+        (get_json(&server.url("/status")).await["archive"]["versions"] == 3).then_some(())
+    })
+    .await;
+    let served = all_reports(&server).await;
+    server.stop().await;
+
+    // An orderly stop: the last line says so, and nothing was worth a warning.
+    assert_eq!(
+        server.stdout().last().map(String::as_str),
+        Some("osds: stopped"),
+        "stdout: {:?}",
+        server.stdout()
+    );
+    let log = server.log();
+    assert!(
+        !log.contains("WARN") && !log.contains("ERROR"),
+        "an orderly stop logged a warning or an error:\n{log}"
+    );
+
+    // The database file copied alone (no -wal, no -shm) serves every report.
+    let copy = tempdir("clean-stop-copy");
+    std::fs::copy(&server.db_path, copy.join("osds.db")).unwrap();
+    let reopened = start_server_in(copy.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
+    assert_eq!(all_reports(&reopened).await, served);
+    drop(reopened);
+    let _ = std::fs::remove_dir_all(copy);
+}

@@ -99,6 +99,7 @@ pub struct Service {
     ingester: Option<Arc<Ingester>>,
     board: Arc<UpstreamBoard>,
     writer_task: WriterTask,
+    database_url: String,
 }
 
 impl Service {
@@ -227,6 +228,7 @@ impl Service {
             ingester,
             board,
             writer_task,
+            database_url,
         })
     }
 
@@ -297,6 +299,9 @@ impl Service {
             }
         }
         self.stop().await;
+        tracing::info!("stopped");
+        // The last line, as `osds: serving` was the first.
+        println!("osds: stopped");
         Ok(())
     }
 
@@ -307,20 +312,34 @@ impl Service {
         let _ = self.stopping.send(true);
         self.admin_socket.abort();
         let _ = std::fs::remove_file(&self.admin_path);
+        tracing::info!(socket = %self.admin_path.display(), "admin socket closed");
         // Returns at once: it stops on the shutdown signal, abandoning a backup in progress.
         let _ = self.backups.await;
+        tracing::info!("periodic backups stopped");
         if let Some(detector) = self.detector {
             let _ = detector.await;
+            tracing::info!("hyp detector stopped");
         }
         if let Some(ingester) = self.ingester {
             ingester.stop().await;
+            tracing::info!("ingestion stopped: every upstream connection closed");
         }
         for source in self.board.sources() {
             self.writer_task
                 .outage_begin(&source, "service stopped")
                 .await;
         }
-        self.writer_task.flush().await;
+        match self.writer_task.close().await {
+            Ok(()) => tracing::info!(
+                database = %self.database_url,
+                "archive closed: every commit is in the database file"
+            ),
+            Err(e) => tracing::error!(
+                database = %self.database_url,
+                error = format!("{e:#}"),
+                "archive not closed cleanly: its WAL file holds the last commits"
+            ),
+        }
     }
 }
 

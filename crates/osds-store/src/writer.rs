@@ -120,6 +120,21 @@ impl Writer {
         self.high_water
     }
 
+    /// Closes the writer: copies the whole WAL into the database file and empties it (a `TRUNCATE`
+    /// checkpoint), so the database file alone holds every commit, then closes its connections.
+    pub async fn close(mut self) -> anyhow::Result<()> {
+        let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+            .fetch_one(&mut self.conn)
+            .await?;
+        anyhow::ensure!(
+            busy == 0,
+            "the WAL could not be checkpointed completely: another connection is still reading"
+        );
+        drop(self.checkpoints);
+        sqlx::Connection::close(self.conn).await?;
+        Ok(())
+    }
+
     /// Archives a batch of frames in one durable transaction (group commit).
     pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
         let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;

@@ -26,6 +26,7 @@ enum Command {
     OutageEnd(String),
     Counter(&'static str, i64),
     Flush(oneshot::Sender<()>),
+    Close(oneshot::Sender<anyhow::Result<()>>),
 }
 
 /// Sends work to the archive task. Cheap to clone.
@@ -95,6 +96,15 @@ impl WriterTask {
         let (reply, done) = oneshot::channel();
         self.send(Command::Flush(reply)).await;
         let _ = done.await;
+    }
+
+    /// Commits everything sent before, then closes the archive (see [`Writer::close`]): the task ends, and
+    /// commands sent later are not executed.
+    pub async fn close(&self) -> anyhow::Result<()> {
+        let (reply, done) = oneshot::channel();
+        self.send(Command::Close(reply)).await;
+        done.await
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the archive task had already stopped")))
     }
 
     async fn send(&self, command: Command) {
@@ -178,6 +188,10 @@ async fn run(
             Command::Counter(name, by) => log_error("counter", writer.add_counter(name, by).await),
             Command::Flush(reply) => {
                 let _ = reply.send(());
+            }
+            Command::Close(reply) => {
+                let _ = reply.send(writer.close().await);
+                return;
             }
         }
     }

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 /// How to start one `osds serve`.
@@ -70,12 +70,15 @@ impl Launch {
         // The line naming the address, then stdout drained for the process's life so it never blocks on a
         // full pipe.
         let (base_tx, base_rx) = mpsc::channel();
+        let stdout_lines = Arc::new(Mutex::new(Vec::new()));
+        let lines = stdout_lines.clone();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if let Some(url) = line.strip_prefix("osds: serving ") {
                     let _ = base_tx.send(url.trim().to_string());
                 }
+                lines.lock().unwrap_or_else(|e| e.into_inner()).push(line);
             }
         });
         let mut server = Server {
@@ -84,6 +87,7 @@ impl Launch {
             db_path: self.database,
             dir: self.dir,
             remove_dir: false,
+            stdout: stdout_lines,
         };
         match base_rx.recv_timeout(self.startup) {
             Ok(base) => {
@@ -110,6 +114,8 @@ pub struct Server {
     pub db_path: PathBuf,
     pub dir: PathBuf,
     remove_dir: bool,
+    /// Every line the process wrote to stdout so far.
+    stdout: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -132,6 +138,14 @@ impl Server {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The lines written to stdout so far (`osds: serving URL` first).
+    pub fn stdout(&self) -> Vec<String> {
+        self.stdout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn log(&self) -> String {

@@ -61,7 +61,11 @@ pub(super) async fn run(mut cx: Context) {
                 tracing::info!(path = %cx.path, session_id, "upstream connected");
                 transition(&cx, true, Some(session_id), None).await;
                 let reason = pump(&mut cx, socket, session_id).await;
-                tracing::warn!(path = %cx.path, session_id, %reason, "upstream connection ended");
+                if cx.stopping() {
+                    tracing::info!(path = %cx.path, session_id, "upstream connection closed");
+                } else {
+                    tracing::warn!(path = %cx.path, session_id, %reason, "upstream connection ended");
+                }
                 cx.writer.session_ended(session_id, &reason).await;
                 transition(&cx, false, None, Some(reason)).await;
             }
@@ -97,7 +101,11 @@ async fn transition(cx: &Context, connected: bool, session_id: Option<i64>, erro
             tracing::info!(%source, "channel back: outage ends");
             cx.writer.outage_end(&source).await;
         } else {
-            tracing::warn!(%source, "channel out: neither its own socket nor /all_eew is connected");
+            if cx.stopping() {
+                tracing::info!(%source, "channel closed: the service is stopping");
+            } else {
+                tracing::warn!(%source, "channel out: neither its own socket nor /all_eew is connected");
+            }
             cx.writer
                 .outage_begin(&source, &format!("{}: {reason}", cx.path))
                 .await;
