@@ -94,3 +94,35 @@ fn a_config_file_sets_defaults_and_refuses_what_the_command_does_not_take() {
         stderr(&variable)
     );
 }
+
+#[test]
+fn a_database_that_does_not_exist_is_refused_by_every_command_but_serve() {
+    let dir = tempdir("missing-database");
+    let database = dir.join("typo.db");
+    let url = format!("sqlite://{}", database.display());
+    let solutions = dir.join("solutions.jsonl");
+    std::fs::write(&solutions, "").unwrap();
+    let solutions = solutions.to_str().unwrap();
+    let commands: [&[&str]; 6] = [
+        &["reparse"],
+        &["hyp", "hide", "hyp:20240101T000000:1"],
+        &["hyp", "unhide", "hyp:20240101T000000:1"],
+        &["hyp", "import", solutions],
+        &["hyp", "backfill", "hyp:20240101T000000:1"],
+        &["backup"],
+    ];
+    for command in commands {
+        let output = osds()
+            .args(command)
+            .args(["--database-url", &url])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "osds {command:?} succeeded");
+        let message = stderr(&output);
+        assert!(
+            message.contains(&database.display().to_string()) && message.contains("does not exist"),
+            "osds {command:?}: {message}"
+        );
+        assert!(!database.exists(), "osds {command:?} created the database");
+    }
+}

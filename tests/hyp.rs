@@ -77,6 +77,14 @@ fn metric(station: &str, key: &str, peak: f64, at: i64) -> Value {
             "peak": peak, "sourceAt": at, "receivedAt": at + 1_800, "recovered": false })
 }
 
+/// A new, empty archive in `dir`, created as an operator creates one: `osds serve` starts on it and stops
+/// (every other command refuses a database that does not exist). Its URL.
+async fn new_archive(dir: &std::path::Path) -> String {
+    let mut server = start_server_in(dir.to_path_buf(), "ws://127.0.0.1:9", &["--no-ingest"]);
+    server.stop().await;
+    format!("sqlite://{}", dir.join("osds.db").display())
+}
+
 fn run(args: &[&str]) -> Output {
     osds().args(args).output().expect("run osds")
 }
@@ -100,7 +108,7 @@ fn stored_payload(report: &Value) -> Vec<u8> {
 async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
     let contract = Contract::load();
     let dir = tempdir("hyp");
-    let database = format!("sqlite://{}", dir.join("osds.db").display());
+    let database = new_archive(&dir).await;
 
     // The Noto event grows from 2 to 22 stations; one candidate never confirmed; one event to hide.
     let mut last = stations(22, 0.4, T0 + 4_000);
@@ -417,7 +425,7 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shaper_is_hot_swapped_through_the_admin_socket_with_a_canary() {
     let dir = tempdir("hyp-shaper");
-    let database = format!("sqlite://{}", dir.join("osds.db").display());
+    let database = new_archive(&dir).await;
     let file = dir.join("solutions.jsonl");
     std::fs::write(
         &file,

@@ -22,7 +22,7 @@ pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary, FrameIma
 pub use hyp::*;
 pub use read::*;
 pub use rows::*;
-pub use store::{DEFAULT_DATABASE_URL, ROW_BUFFER, Store, open};
+pub use store::{DEFAULT_DATABASE_URL, ROW_BUFFER, Store, open, open_existing};
 pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };

@@ -26,6 +26,20 @@ pub struct Store {
     pub(crate) counts: std::sync::Arc<std::sync::Mutex<Option<CountedAt>>>,
 }
 
+/// Opens the database at `url`, which must exist (every command but `osds serve` works on an archive that
+/// is already there: a mistyped URL must not quietly create an empty one), like [`open`].
+pub async fn open_existing(url: &str) -> anyhow::Result<(Store, Writer)> {
+    let options =
+        SqliteConnectOptions::from_str(url).with_context(|| format!("database url `{url}`"))?;
+    let path = options.get_filename();
+    anyhow::ensure!(
+        path.is_file(),
+        "database {} does not exist (is --database-url right?); only `osds serve` creates an archive",
+        path.display()
+    );
+    open(url).await
+}
+
 /// Opens (creating when missing) the database at `url`, runs the migrations, and returns the read side and the
 /// single writer.
 pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {

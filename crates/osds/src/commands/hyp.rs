@@ -103,7 +103,7 @@ fn prepare(shaper: &ShaperComponent, line: &str) -> anyhow::Result<HypReportInpu
 }
 
 async fn hyp(args: HypArgs) -> anyhow::Result<ExitCode> {
-    let (store, mut writer) = osds_store::open(&args.database_url).await?;
+    let (store, mut writer) = osds_store::open_existing(&args.database_url).await?;
     match args.action {
         HypAction::Backfill {
             event_id,

@@ -160,7 +160,7 @@ async fn reparse(args: ReparseArgs) -> anyhow::Result<ExitCode> {
     };
     let wasm = Runtime::new(Limits::default())?;
     let decoders = DecoderSet::load(&wasm, args.components_dir.as_deref())?;
-    let (store, mut writer) = osds_store::open(&args.database_url).await?;
+    let (store, mut writer) = osds_store::open_existing(&args.database_url).await?;
     let total = store.count_unparsed(&filter).await?;
     eprintln!(
         "reparse: {total} unparsed deliveries in {}{}",
