@@ -643,7 +643,7 @@ async fn latest_is_the_newest_event_of_each_channel_with_a_note() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn every_documented_error_is_a_400_or_404_with_the_documented_body() {
+async fn every_documented_error_is_a_400_404_or_409_with_the_documented_body() {
     let (api, contract) = api().await;
     let sc_id = sc_event_id(&api, &contract).await;
     let deliveries_path = format!("/events/{sc_id}/deliveries");
@@ -804,6 +804,20 @@ async fn every_documented_error_is_a_400_or_404_with_the_documented_body() {
         ("/stream", "/stream?from=1".into(), 400, "unknown_parameter"),
         ("/ws", "/ws?after=x".into(), 400, "invalid_parameter"),
         ("/ws", "/ws".into(), 400, "websocket_upgrade_required"),
+        // Cursors above the horizon (8) belong to another archive.
+        (
+            "/reports",
+            "/reports?after=9".into(),
+            409,
+            "cursor_ahead_of_archive",
+        ),
+        (
+            "/stream",
+            "/stream?after=9".into(),
+            409,
+            "cursor_ahead_of_archive",
+        ),
+        ("/ws", "/ws?after=9".into(), 409, "cursor_ahead_of_archive"),
     ];
     for (template, path, status, code) in errors {
         let body = contract.get(&api, template, &path, status).await;
@@ -815,8 +829,8 @@ async fn every_documented_error_is_a_400_or_404_with_the_documented_body() {
     assert_eq!(body["code"], "not_found");
     contract.check("Error", &body, "an unknown path");
 
-    // Every documented 400 and 404 of the family was met.
-    contract.assert_covered(&eew_templates(&contract), &["400", "404"]);
+    // Every documented 400, 404 and 409 of the family was met.
+    contract.assert_covered(&eew_templates(&contract), &["400", "404", "409"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -837,6 +851,15 @@ async fn every_documented_parameter_bound_is_accepted_and_one_step_beyond_refuse
             let (good, bad) = contract.probe_values(&parameter, template);
             for value in good {
                 let path = format!("{}?{name}={}", concrete(template), encode(&value));
+                // A report cursor above the archive's horizon (8) is well formed, and refused as a cursor of
+                // another archive.
+                let report_cursor =
+                    name == "after" && matches!(template.as_str(), "/reports" | "/stream" | "/ws");
+                if report_cursor && value.parse::<i64>().is_ok_and(|after| after > 8) {
+                    let body = contract.get(&api, template, &path, 409).await;
+                    assert_eq!(body["code"], "cursor_ahead_of_archive");
+                    continue;
+                }
                 match template.as_str() {
                     // A stream never ends: its headers are the answer.
                     "/stream" => {

@@ -320,3 +320,124 @@ async fn a_clean_stop_leaves_every_report_in_the_database_file_alone() {
     drop(reopened);
     let _ = std::fs::remove_dir_all(copy);
 }
+
+/// `osds restore BACKUP --database-url URL`.
+fn run_restore(backup: &Path, db_path: &Path) -> std::process::Output {
+    osds()
+        .arg("restore")
+        .arg(backup)
+        .arg("--database-url")
+        .arg(format!("sqlite://{}", db_path.display()))
+        .output()
+        .expect("run osds restore")
+}
+
+/// The status and JSON body of a GET.
+async fn get(server: &Server, path: &str) -> (u16, Value) {
+    let response = reqwest::get(server.url(path)).await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_never_reuses_a_cursor_and_refuses_cursors_of_the_replaced_archive() {
+    let (relay, mut server) = start_connected(RelayConfig::default(), &[]).await;
+    let push = |event: &'static str, revision: i64| {
+        let relay = &relay;
+        async move {
+            relay
+                .push("cq_eew", cq_frame(event, revision).as_bytes())
+                .await
+        }
+    };
+    let versions = |n: i64| {
+        let server = &server;
+        async move {
+            eventually(20, &format!("{n} versions archived"), || async {
+                (get_json(&server.url("/status")).await["archive"]["versions"] == n).then_some(())
+            })
+            .await
+        }
+    };
+    for revision in 1..=3 {
+        push("CQ20260101", revision).await;
+    }
+    versions(3).await;
+    let old_archive = get_json(&server.url("/status")).await["archiveId"].clone();
+    let backup_dir = tempdir("restore-backups");
+    let (backup, _, _) = summary(&run_backup(&server.db_path, &backup_dir, "1"));
+
+    // After the backup the old archive hands out ids 4 and 5; a consumer keeps cursor 5.
+    for revision in 4..=5 {
+        push("CQ20260101", revision).await;
+    }
+    versions(5).await;
+    let cursor = all_reports(&server).await.last().unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(cursor, 5);
+
+    // Not under a running service.
+    let refused = run_restore(&backup, &server.db_path);
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains("osds serve is running"), "{message}");
+
+    server.stop().await;
+    let restored = run_restore(&backup, &server.db_path);
+    let stdout = String::from_utf8_lossy(&restored.stdout);
+    assert!(
+        restored.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    assert!(stdout.contains("new report ids start after 5"), "{stdout}");
+
+    let server = start_server_in(server.into_dir(), &relay.url(), &[]).removing_dir();
+    let status = eventually(20, "every channel connected again", || async {
+        let status = get_json(&server.url("/status")).await;
+        (status["healthy"] == true).then_some(status)
+    })
+    .await;
+    assert_ne!(
+        status["archiveId"], old_archive,
+        "a restore is a new archive"
+    );
+    assert_eq!(status["archive"]["versions"], 3, "what the backup held");
+    assert_eq!(status["archive"]["highWater"], 5, "ids continue above 5");
+
+    // New reports after the restore: the consumer resuming from its cursor gets every one of them.
+    for revision in 6..=7 {
+        push("CQ20260102", revision).await;
+    }
+    eventually(20, "two new versions", || async {
+        (get_json(&server.url("/status")).await["archive"]["versions"] == 5).then_some(())
+    })
+    .await;
+    let (status, page) = get(&server, &format!("/reports?after={cursor}")).await;
+    assert_eq!(status, 200);
+    let ids: Vec<i64> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [6, 7], "the new reports, under ids never used before");
+    assert_eq!(
+        page["archiveId"],
+        get_json(&server.url("/status")).await["archiveId"]
+    );
+    let mut sse =
+        support::live::SseClient::connect(&server.url(&format!("/stream?after={cursor}")), None)
+            .await
+            .unwrap();
+    let ready = sse.next_event().await.unwrap().json();
+    assert_eq!(ready["archiveId"], page["archiveId"]);
+
+    // A cursor beyond anything this archive handed out is refused, never silently accepted.
+    for path in ["/reports?after=999", "/stream?after=999", "/ws?after=999"] {
+        let (status, body) = get(&server, path).await;
+        assert_eq!(status, 409, "GET {path}: {body}");
+        assert_eq!(body["code"], "cursor_ahead_of_archive", "GET {path}");
+    }
+}

@@ -121,6 +121,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
     };
     json(&Status {
         version: 1,
+        archive_id: state.store.archive_id(),
         server_time: now_rfc3339(),
         healthy,
         sources,
@@ -303,6 +304,13 @@ async fn reports(
         .report_cache
         .reports_after(&state.store, after, limit)
         .await?;
+    if after > page.high_water {
+        return Err(ApiError::cursor_ahead(
+            after,
+            page.high_water,
+            state.store.archive_id(),
+        ));
+    }
     Ok(report_page_response(&page))
 }
 

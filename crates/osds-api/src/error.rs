@@ -20,6 +20,7 @@ pub enum ErrorCode {
     InvalidLastEventId,
     WebsocketUpgradeRequired,
     NotFound,
+    CursorAheadOfArchive,
     MethodNotAllowed,
     Gone,
     RateLimited,
@@ -28,7 +29,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::UnknownParameter,
         ErrorCode::RepeatedParameter,
         ErrorCode::InvalidParameter,
@@ -40,6 +41,7 @@ impl ErrorCode {
         ErrorCode::InvalidLastEventId,
         ErrorCode::WebsocketUpgradeRequired,
         ErrorCode::NotFound,
+        ErrorCode::CursorAheadOfArchive,
         ErrorCode::MethodNotAllowed,
         ErrorCode::Gone,
         ErrorCode::RateLimited,
@@ -61,6 +63,7 @@ impl ErrorCode {
             ErrorCode::InvalidLastEventId => "invalid_last_event_id",
             ErrorCode::WebsocketUpgradeRequired => "websocket_upgrade_required",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::CursorAheadOfArchive => "cursor_ahead_of_archive",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Gone => "gone",
             ErrorCode::RateLimited => "rate_limited",
@@ -93,6 +96,20 @@ impl ApiError {
             status: StatusCode::NOT_FOUND,
             code: ErrorCode::NotFound,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// A cursor above the archive's horizon: it came from another archive (one a restore replaced), and
+    /// resuming from it would silently skip reports.
+    pub fn cursor_ahead(cursor: i64, high_water: i64, archive_id: &str) -> Self {
+        ApiError {
+            status: StatusCode::CONFLICT,
+            code: ErrorCode::CursorAheadOfArchive,
+            message: format!(
+                "cursor {cursor} is above this archive's highWater {high_water}: it is not a cursor of archive \
+                 {archive_id} (restored from a backup?); start again from after=0, or from a time you trust"
+            ),
             retry_after: None,
         }
     }

@@ -136,6 +136,7 @@ impl ReportCache {
             items,
             next_cursor,
             high_water,
+            archive_id: store.archive_id().to_string(),
         })
     }
 

@@ -33,6 +33,7 @@ pub struct ReportPage {
     pub items: Vec<ReportItem>,
     pub next_cursor: i64,
     pub high_water: i64,
+    pub archive_id: String,
 }
 
 impl ReportPage {
@@ -51,8 +52,8 @@ impl ReportPage {
             validator.update(item.digest);
         }
         let tail = format!(
-            "],\"nextCursor\":{},\"highWater\":{}}}",
-            self.next_cursor, self.high_water
+            "],\"nextCursor\":{},\"highWater\":{},\"archiveId\":\"{}\"}}",
+            self.next_cursor, self.high_water, self.archive_id
         );
         body.push_str(&tail);
         validator.update(tail.as_bytes());

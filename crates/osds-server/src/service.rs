@@ -100,6 +100,8 @@ pub struct Service {
     board: Arc<UpstreamBoard>,
     writer_task: WriterTask,
     database_url: String,
+    /// Held until the service has stopped.
+    _lock: osds_store::ArchiveLock,
 }
 
 impl Service {
@@ -132,6 +134,8 @@ impl Service {
         let board = Arc::new(UpstreamBoard::new(ChannelSpec::from_decoders(&decoder_set)));
         let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
 
+        // One service per archive; `osds restore` refuses while it runs.
+        let lock = osds_store::ArchiveLock::acquire(&osds_store::database_path(&database_url)?)?;
         let (store, mut writer) = osds_store::open(&database_url).await?;
         writer.close_stale_sessions().await?;
         board.seed_last_received(store.last_receptions().await?);
@@ -229,6 +233,7 @@ impl Service {
             board,
             writer_task,
             database_url,
+            _lock: lock,
         })
     }
 

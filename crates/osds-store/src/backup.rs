@@ -349,6 +349,105 @@ fn parse_name(name: &str) -> Option<(DateTime<Utc>, u32)> {
     (at.format(STAMP_FORMAT).to_string() == stamp).then_some((at, counter))
 }
 
+/// What a restore did.
+#[derive(Debug, Clone)]
+pub struct RestoreOutcome {
+    /// The database file the backup now is.
+    pub database: PathBuf,
+    /// The restored archive's new identity.
+    pub archive_id: String,
+    /// The backup's own horizon: the reports it holds end there.
+    pub backup_high_water: i64,
+    /// New report versions get ids above this.
+    pub id_floor: i64,
+}
+
+/// Restores `backup_file` as the database at `database_url`: refuses while a service runs on it, copies the
+/// backup in (the old database, its WAL and shared-memory files are replaced), gives the archive a new identity
+/// and moves report ids past every id the replaced archive can have handed out (its horizon when it can be
+/// read, else the id reservation beside it; see `ids.rs`), so no cursor ever names two reports.
+pub async fn restore(backup_file: &Path, database_url: &str) -> anyhow::Result<RestoreOutcome> {
+    let options = SqliteConnectOptions::from_str(database_url)
+        .with_context(|| format!("database url `{database_url}`"))?;
+    let database = options.get_filename().to_path_buf();
+    let _lock = crate::ArchiveLock::acquire(&database)?;
+    anyhow::ensure!(
+        backup_file.is_file(),
+        "backup {} does not exist",
+        backup_file.display()
+    );
+    let backup_high_water = horizon_of(backup_file)
+        .await
+        .with_context(|| format!("{} is not an osds archive", backup_file.display()))?;
+    // The replaced archive's own horizon when it can be read; else the reservation, which is at or above every
+    // id it handed out.
+    let replaced = match database.is_file() {
+        true => horizon_of(&database).await.map_err(|e| {
+            tracing::warn!(database = %database.display(), error = format!("{e:#}"), "the database being replaced cannot be read; ids continue after its id reservation");
+        }),
+        false => Err(()),
+    };
+    let floor =
+        backup_high_water.max(replaced.unwrap_or_else(|()| crate::ids::reserved(&database)));
+
+    // The copy gets its final name only when complete and synced.
+    let mut temporary = database.as_os_str().to_owned();
+    temporary.push("-restoring");
+    let temporary = PathBuf::from(temporary);
+    std::fs::copy(backup_file, &temporary)
+        .with_context(|| format!("copy {} to {}", backup_file.display(), temporary.display()))?;
+    std::fs::File::open(&temporary)?.sync_all()?;
+    for suffix in ["-wal", "-shm"] {
+        let mut stale = database.as_os_str().to_owned();
+        stale.push(suffix);
+        match std::fs::remove_file(PathBuf::from(stale)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).context("remove the replaced database's WAL"),
+        }
+    }
+    std::fs::rename(&temporary, &database)
+        .with_context(|| format!("move the restored database to {}", database.display()))?;
+    if let Some(parent) = database.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+
+    let (store, mut writer) = crate::open(database_url).await?;
+    let archive_id = writer.mark_restored(floor).await?;
+    drop(store);
+    writer.close().await?;
+    Ok(RestoreOutcome {
+        database,
+        archive_id,
+        backup_high_water,
+        id_floor: floor,
+    })
+}
+
+/// The report horizon of the archive file at `path`, read without writing to it.
+async fn horizon_of(path: &Path) -> anyhow::Result<i64> {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .disable_statement_logging()
+        .connect()
+        .await?;
+    let highest: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
+        .fetch_one(&mut conn)
+        .await?;
+    // Archives from before the id floor have no `archive` table.
+    let floor: i64 = sqlx::query_scalar(
+        "SELECT COALESCE((SELECT id_floor FROM archive), 0) WHERE EXISTS \
+         (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'archive')",
+    )
+    .fetch_optional(&mut conn)
+    .await
+    .unwrap_or(None)
+    .unwrap_or(0);
+    conn.close().await?;
+    Ok(highest.max(floor))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,5 +484,42 @@ mod tests {
     fn a_path_with_nul_is_refused() {
         assert!(sql_path(Path::new("/tmp/a\0b.db")).is_err());
         assert_eq!(sql_path(Path::new("/tmp/it's.db")).unwrap(), "/tmp/it's.db");
+    }
+    /// A restore over a database that is gone (a lost disk partition, a deleted file) still moves report ids
+    /// past every id it handed out: the reservation beside it knows how far they went.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_restore_over_a_lost_database_continues_above_its_id_reservation() {
+        use crate::test_archive::{archive, frames};
+        let (_store, mut writer, dir) = archive("restore-lost", 5).await;
+        let url = format!("sqlite://{}/osds.db", dir.display());
+        let backup = backup(&url, &dir.join("backups"), 1)
+            .await
+            .unwrap()
+            .backup
+            .path;
+        let session = writer
+            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+            .await
+            .unwrap();
+        writer.ingest(&frames(session, 6..=8)).await.unwrap();
+        assert_eq!(writer.high_water(), 8);
+        drop(writer);
+        for name in ["osds.db", "osds.db-wal", "osds.db-shm"] {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
+
+        let outcome = restore(&backup, &url).await.unwrap();
+        assert_eq!(outcome.backup_high_water, 5);
+        assert!(outcome.id_floor >= 8, "{outcome:?}");
+        let (store, mut writer) = crate::open(&url).await.unwrap();
+        assert_eq!(store.archive_id(), outcome.archive_id);
+        assert_eq!(store.high_water().await.unwrap(), outcome.id_floor);
+        let session = writer
+            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+            .await
+            .unwrap();
+        let summary = writer.ingest(&frames(session, 100..=100)).await.unwrap();
+        assert_eq!(summary.new_versions, [outcome.id_floor + 1]);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -6,6 +6,8 @@ mod checkpoint;
 mod counts;
 mod frames;
 mod hyp;
+pub mod ids;
+mod lock;
 mod read;
 mod rows;
 mod statements;
@@ -20,9 +22,10 @@ pub use backup::{BackupFile, BackupOutcome, BackupSettings};
 pub use counts::ArchiveCounts;
 pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary, FrameImage};
 pub use hyp::*;
+pub use lock::ArchiveLock;
 pub use read::*;
 pub use rows::*;
-pub use store::{DEFAULT_DATABASE_URL, ROW_BUFFER, Store, open, open_existing};
+pub use store::{DEFAULT_DATABASE_URL, ROW_BUFFER, Store, database_path, open, open_existing};
 pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };

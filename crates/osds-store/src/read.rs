@@ -1,6 +1,7 @@
 //! Read queries of the archive, returning typed rows (`rows.rs`).
 
 use crate::counts::ArchiveCounts;
+use crate::ids::HORIZON;
 use crate::rows::{
     DeliveryRow, EventRow, EventVersions, MonthRow, OutageRow, ReportRow, SessionRow, VersionRow,
 };
@@ -129,11 +130,9 @@ pub(super) fn like_pattern(text: &str) -> String {
 
 impl Store {
     pub async fn high_water(&self) -> anyhow::Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        Ok(sqlx::query_scalar(&format!("SELECT {HORIZON}"))
+            .fetch_one(&self.pool)
+            .await?)
     }
 
     /// Reports with `after < id <= upto`, in id order, at most `limit`. `upto` must be a committed horizon
@@ -347,16 +346,16 @@ impl Store {
         {
             return Ok(counts);
         }
-        let row = sqlx::query(
+        let row = sqlx::query(&format!(
             "SELECT (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM reports) AS versions, \
-             (SELECT COALESCE(MAX(id), 0) FROM reports) AS high_water, \
+             {HORIZON} AS high_water, \
              (SELECT COUNT(*) FROM deliveries) AS deliveries, (SELECT COUNT(*) FROM raw_payloads) AS raw_payloads, \
              (SELECT COUNT(*) FROM deliveries d WHERE outcome = 'unparsed' \
                 AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id)) AS unparsed, \
              (SELECT COUNT(*) FROM reparses) AS recovered, \
              (SELECT COUNT(*) FROM deliveries WHERE outcome = 'ignored') AS ignored, \
-             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate') AS duplicates",
-        )
+             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate') AS duplicates"
+        ))
         .fetch_one(&self.pool)
         .await?;
         let counts = ArchiveCounts {

@@ -24,14 +24,28 @@ pub struct Store {
     pub(crate) pool: SqlitePool,
     /// The last archive counts and the newest ids they were counted at (see `Store::archive_counts`).
     pub(crate) counts: std::sync::Arc<std::sync::Mutex<Option<CountedAt>>>,
+    /// The archive's identity (see `ids.rs`); only `osds restore` changes it, never under a running store.
+    archive_id: std::sync::Arc<str>,
+}
+
+impl Store {
+    /// The archive's identity, `archiveId` in the API.
+    pub fn archive_id(&self) -> &str {
+        &self.archive_id
+    }
+}
+
+/// The database file a SQLite URL names.
+pub fn database_path(url: &str) -> anyhow::Result<std::path::PathBuf> {
+    let options =
+        SqliteConnectOptions::from_str(url).with_context(|| format!("database url `{url}`"))?;
+    Ok(options.get_filename().to_path_buf())
 }
 
 /// Opens the database at `url`, which must exist (every command but `osds serve` works on an archive that
 /// is already there: a mistyped URL must not quietly create an empty one), like [`open`].
 pub async fn open_existing(url: &str) -> anyhow::Result<(Store, Writer)> {
-    let options =
-        SqliteConnectOptions::from_str(url).with_context(|| format!("database url `{url}`"))?;
-    let path = options.get_filename();
+    let path = database_path(url)?;
     anyhow::ensure!(
         path.is_file(),
         "database {} does not exist (is --database-url right?); only `osds serve` creates an archive",
@@ -67,6 +81,10 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         .run(&mut write_conn)
         .await
         .context("run database migrations")?;
+    let archive_id: String = sqlx::query_scalar("SELECT archive_id FROM archive")
+        .fetch_one(&mut write_conn)
+        .await
+        .context("read the archive's identity")?;
     let pool = SqlitePoolOptions::new()
         .max_connections(8)
         .connect_with(options.clone().read_only(true).row_buffer_size(ROW_BUFFER))
@@ -76,11 +94,12 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         .connect()
         .await
         .with_context(|| format!("open database {url} for checkpoints"))?;
-    let writer = Writer::new(write_conn, checkpoint_conn).await?;
+    let writer = Writer::new(write_conn, checkpoint_conn, options.get_filename()).await?;
     Ok((
         Store {
             pool,
             counts: Default::default(),
+            archive_id: archive_id.into(),
         },
         writer,
     ))

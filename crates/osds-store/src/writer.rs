@@ -2,6 +2,7 @@
 //! learns the new high-water mark (DESIGN.md: durability before visibility).
 
 use crate::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT_PAGES};
+use crate::ids::{HORIZON, IdReservation};
 use crate::statements::Statements;
 use anyhow::Context;
 use osds_time::{beijing_month, now_rfc3339, parse_ms};
@@ -93,31 +94,51 @@ pub struct Writer {
     pub(super) conn: SqliteConnection,
     high_water: i64,
     pub(super) checkpoints: Checkpointer,
+    /// Ids are reserved (beside the database file) before a commit hands them out.
+    ids: IdReservation,
 }
 
 impl Writer {
-    /// The writer on `conn`, with WAL checkpoints moved off its commits onto `checkpoint_conn`.
+    /// The writer on `conn` to the database file `database`, with WAL checkpoints moved off its commits onto
+    /// `checkpoint_conn`.
     pub(super) async fn new(
         mut conn: SqliteConnection,
         checkpoint_conn: SqliteConnection,
+        database: &std::path::Path,
     ) -> anyhow::Result<Writer> {
         sqlx::query(&format!(
             "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"
         ))
         .execute(&mut conn)
         .await?;
-        let high_water: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
+        let high_water: i64 = sqlx::query_scalar(&format!("SELECT {HORIZON}"))
             .fetch_one(&mut conn)
             .await?;
         Ok(Writer {
             conn,
             high_water,
             checkpoints: Checkpointer::spawn(checkpoint_conn),
+            ids: IdReservation::open(database),
         })
     }
 
     pub fn high_water(&self) -> i64 {
         self.high_water
+    }
+
+    /// After a backup was restored into this archive: a new identity, and report ids above `floor` from now
+    /// on (every id the replaced archive can have handed out). Returns the new `archiveId`.
+    pub async fn mark_restored(&mut self, floor: i64) -> anyhow::Result<String> {
+        self.ids.cover(floor)?;
+        let archive_id: String = sqlx::query_scalar(
+            "UPDATE archive SET archive_id = lower(hex(randomblob(16))), id_floor = MAX(id_floor, ?) \
+             RETURNING archive_id",
+        )
+        .bind(floor)
+        .fetch_one(&mut self.conn)
+        .await?;
+        self.high_water = self.high_water.max(floor);
+        Ok(archive_id)
     }
 
     /// Closes the writer: copies the whole WAL into the database file and empties it (a `TRUNCATE`
@@ -163,6 +184,9 @@ impl Writer {
                 .await?;
             }
             pending.execute(&mut tx).await?;
+        }
+        if let Some(&last) = summary.new_versions.last() {
+            self.ids.cover(last)?;
         }
         tx.commit().await.context("commit ingest transaction")?;
         self.checkpoints.committed(batch.len());
@@ -231,6 +255,9 @@ impl Writer {
                 .bind(now.clone());
             statements.execute(&mut tx).await?;
         }
+        if let Some(&last) = summary.new_versions.last() {
+            self.ids.cover(last)?;
+        }
         tx.commit().await.context("commit recovery transaction")?;
         self.checkpoints.committed(items.len());
         if let Some(&last) = summary.new_versions.last() {
@@ -242,7 +269,7 @@ impl Writer {
     /// Re-reads the highest report id: another process (`osds reparse`) may have appended versions.
     /// Returns the new horizon when it moved.
     pub async fn refresh_high_water(&mut self) -> anyhow::Result<Option<i64>> {
-        let current: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM reports")
+        let current: i64 = sqlx::query_scalar(&format!("SELECT {HORIZON}"))
             .fetch_one(&mut self.conn)
             .await?;
         if current > self.high_water {
@@ -510,12 +537,12 @@ impl VersionContext {
         event_key: &str,
     ) -> anyhow::Result<VersionContext> {
         let row = sqlx::query(
-            "SELECT (SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?) AS existing, \
-             (SELECT COALESCE(MAX(id), 0) + 1 FROM reports) AS next_id, \
+            &format!("SELECT (SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?) AS existing, \
+             {HORIZON} + 1 AS next_id, \
              (SELECT group_concat(DISTINCT revision) FROM reports WHERE event_key = ?) AS revisions, \
              e.id AS event_id, e.latest_revision, e.origin_at, e.sort_ms, e.upstream_ids \
-             FROM (SELECT 1) LEFT JOIN events e ON e.id = ?",
-        )
+             FROM (SELECT 1) LEFT JOIN events e ON e.id = ?"
+        ))
         .bind(source)
         .bind(identity)
         .bind(event_key)

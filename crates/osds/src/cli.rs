@@ -37,6 +37,8 @@ pub enum Command {
     Simulate(commands::simulate::SimulateArgs),
     /// Take a consistent backup of the archive now (safe while `osds serve` runs) and rotate old backups.
     Backup(commands::backup::BackupArgs),
+    /// Restore a backup as the archive (the service stopped): a new archiveId, report ids never reused.
+    Restore(commands::restore::RestoreArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -74,6 +76,7 @@ pub fn main() -> ExitCode {
         Command::Hyp(args) => commands::hyp::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
         Command::Backup(args) => commands::backup::run(args),
+        Command::Restore(args) => commands::restore::run(args),
     };
     match result {
         Ok(code) => code,

@@ -25,6 +25,29 @@ pub(super) fn start_feed(state: &AppState, after: Option<i64>) -> Feed {
     )
 }
 
+/// The cursor a consumer asked for ([`requested_cursor`]), refused (409) when it is above the archive's horizon:
+/// it came from another archive, and resuming from it would skip reports in silence.
+pub(super) async fn checked_cursor(
+    state: &AppState,
+    query: Option<&str>,
+    headers: Option<&HeaderMap>,
+) -> Result<Option<i64>, ApiError> {
+    let after = requested_cursor(query, headers)?;
+    if let Some(after) = after {
+        // The archive's own horizon, not the commit watch: a version `osds reparse` appended a moment ago is
+        // served by `/reports` before the watch sees it.
+        let high_water = state.store.high_water().await?;
+        if after > high_water {
+            return Err(ApiError::cursor_ahead(
+                after,
+                high_water,
+                state.store.archive_id(),
+            ));
+        }
+    }
+    Ok(after)
+}
+
 /// The cursor a consumer asked for: `after` beats `Last-Event-ID` (digits only); neither means no history.
 pub(super) fn requested_cursor(
     query: Option<&str>,
@@ -52,9 +75,10 @@ pub(super) fn requested_cursor(
     parse_int("Last-Event-ID", text, 0..=MAX_SAFE_INTEGER).map(Some)
 }
 
-pub(super) fn ready_message(feed: &Feed) -> Value {
+pub(super) fn ready_message(feed: &Feed, archive_id: &str) -> Value {
     json!({
         "type": "ready",
+        "archiveId": archive_id,
         "cursor": feed.cursor(),
         "highWater": feed.horizon(),
         "replaying": feed.replaying(),

@@ -5,7 +5,7 @@
 //! the feed whenever hyper asks for more.
 
 use super::consumer::{
-    Duties, lifetime_reason, ready_message, requested_cursor, start_feed, status_message,
+    Duties, checked_cursor, lifetime_reason, ready_message, start_feed, status_message,
 };
 use super::feed::Feed;
 use crate::error::ApiError;
@@ -40,7 +40,7 @@ pub async fn stream(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let after = requested_cursor(query.as_deref(), Some(&headers))?;
+    let after = checked_cursor(&state, query.as_deref(), Some(&headers)).await?;
     let mut feed = start_feed(&state, after);
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -164,7 +164,7 @@ impl Events {
         let duties = Duties::new(config);
         let mut shutdown = state.shutdown.clone();
         let retry = Bytes::from(format!("retry: {}\n\n", config.retry.as_millis()));
-        let ready = json_event("ready", &ready_message(&feed));
+        let ready = json_event("ready", &ready_message(&feed, state.store.archive_id()));
         Events {
             stopping: Box::pin(async move {
                 let _ = shutdown.changed().await;

@@ -2,7 +2,7 @@
 //! `status` and protocol pings, and closes with a reason naming the cursor to resume after.
 
 use super::consumer::{
-    Duties, lifetime_reason, ready_message, requested_cursor, start_feed, status_message,
+    Duties, checked_cursor, lifetime_reason, ready_message, start_feed, status_message,
 };
 use super::feed::Feed;
 use crate::error::{ApiError, ErrorCode};
@@ -39,7 +39,7 @@ pub async fn ws(
     peer: Option<Extension<ConnectInfo<Peer>>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let after = requested_cursor(query.as_deref(), None)?;
+    let after = checked_cursor(&state, query.as_deref(), None).await?;
     let upgrade = upgrade.map_err(|rejection| {
         ApiError::bad_request(
             ErrorCode::WebsocketUpgradeRequired,
@@ -118,10 +118,8 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
     let config = state.live_config.clone();
     let patience = config.slow_consumer;
     let mut shutdown = state.shutdown.clone();
-    if within(patience, socket.send(text(&ready_message(&feed))))
-        .await
-        .is_err()
-    {
+    let ready = text(&ready_message(&feed, state.store.archive_id()));
+    if within(patience, socket.send(ready)).await.is_err() {
         return;
     }
     let mut duties = Duties::new(&config);

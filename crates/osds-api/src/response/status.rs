@@ -11,6 +11,7 @@ use serde::Serialize;
 #[serde(rename_all = "camelCase")]
 pub struct Status<'a> {
     pub version: u32,
+    pub archive_id: &'a str,
     pub server_time: String,
     pub healthy: bool,
     pub sources: Vec<SourceStatus<'a>>,

@@ -7,5 +7,6 @@ pub mod detector_args;
 pub mod hyp;
 pub mod limits_args;
 pub mod reparse;
+pub mod restore;
 pub mod serve;
 pub mod simulate;
