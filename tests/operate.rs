@@ -174,23 +174,58 @@ async fn broken_hostile_and_foreign_components_are_refused() {
         "{}",
         text(&hostile_refused)
     );
-    // Not a component at all.
+    // `check` fails for what `install` would refuse.
+    let checked_broken = components(&server, &["check", path_arg(&broken)]).await;
+    assert!(
+        !checked_broken.status.success(),
+        "{}",
+        text(&checked_broken)
+    );
+    assert!(
+        text(&checked_broken).contains("an install would be refused"),
+        "{}",
+        text(&checked_broken)
+    );
+    // Not a component at all, and not WebAssembly at all: one sentence each, on stderr.
     let junk = server.dir.join("junk.wasm");
     std::fs::write(&junk, b"\0asm not really").unwrap();
-    let not_a_component = components(&server, &["install", "sc", path_arg(&junk)]).await;
-    assert!(
-        !not_a_component.status.success(),
-        "{}",
-        text(&not_a_component)
-    );
-    // A decoder of another channel.
+    let readme = support::tests_dir().join("../README.md");
+    for (file, sentence) in [
+        (junk.as_path(), "the file is not a WebAssembly component"),
+        (readme.as_path(), "the file is not a WebAssembly component"),
+    ] {
+        let refused = components(&server, &["install", "sc", path_arg(file)]).await;
+        assert!(!refused.status.success(), "{}", text(&refused));
+        assert!(refused.stdout.is_empty(), "{}", text(&refused));
+        assert_eq!(
+            String::from_utf8_lossy(&refused.stderr).trim(),
+            format!("osds: {sentence}")
+        );
+    }
+    // A decoder of another channel: one sentence naming the channel it decodes.
     let wrong_channel = components(&server, &["install", "fj", path_arg(&v2)]).await;
     assert!(!wrong_channel.status.success());
+    assert!(wrong_channel.stdout.is_empty(), "{}", text(&wrong_channel));
     assert!(
-        text(&wrong_channel).contains("not `fj`"),
+        text(&wrong_channel).contains("decodes channel `sc`, not `fj`"),
         "{}",
         text(&wrong_channel)
     );
+    // The socket may follow the action, and --json answers with one JSON object on stdout.
+    let listed = run_osds(vec![
+        "components".into(),
+        "list".into(),
+        "--json".into(),
+        "--admin-socket".into(),
+        server.dir.join("admin.sock").display().to_string(),
+    ])
+    .await;
+    assert!(listed.status.success(), "{}", text(&listed));
+    let answer: Value = serde_json::from_slice(&listed.stdout)
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {}", text(&listed)));
+    assert_eq!(answer["ok"], true);
+    assert!(answer["message"].is_string());
+    assert!(answer["details"].is_object() || answer["details"].is_array());
 
     assert_eq!(
         decoder_of(&server, "sc").await["name"],

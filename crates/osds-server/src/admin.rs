@@ -118,7 +118,16 @@ fn canary_counts(canary: &CanaryReport) -> String {
 }
 
 fn wasm_of(hex_text: &str) -> anyhow::Result<Vec<u8>> {
-    hex::decode(hex_text).context("the component bytes are not hex")
+    let wasm = hex::decode(hex_text).context("the component bytes are not hex")?;
+    // One sentence for the common mistakes, rather than the parser's byte dump.
+    match wasm.get(..8) {
+        // The component binary format: layer 1.
+        Some([0, b'a', b's', b'm', _, _, 0x01, 0x00]) => Ok(wasm),
+        Some([0, b'a', b's', b'm', 0x01, 0x00, 0x00, 0x00]) => anyhow::bail!(
+            "the file is a core WebAssembly module, not a component: build it for wasm32-wasip2"
+        ),
+        _ => anyhow::bail!("the file is not a WebAssembly component"),
+    }
 }
 
 async fn execute(request: Request, manager: &ComponentManager) -> Response {
@@ -140,18 +149,39 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
             };
             // Not a decoder? It may be a shaper.
             if let Ok((_, verdict)) = manager.check_shaper(wasm.clone()).await {
+                // What `install` would refuse (without --force), `check` fails.
+                let refused = verdict.canary.new_errors > 0;
                 return Response {
-                    ok: true,
+                    ok: !refused,
                     message: format!(
-                        "`{}` ({}) is a valid hyp shaper; canary: {}",
+                        "`{}` ({}) is a valid hyp shaper{}; canary: {}",
                         verdict.shaper.name,
                         verdict.shaper.sha256,
+                        if refused {
+                            ", but an install would be refused: the canary found solutions it cannot shape"
+                        } else {
+                            ""
+                        },
                         canary_counts(&verdict.canary)
                     ),
                     details: serde_json::to_value(&verdict).unwrap_or_default(),
                 };
             }
             match manager.check(wasm).await {
+                // What `install` would refuse (without --force), `check` fails.
+                Ok((_, verdict)) if verdict.canary.new_errors > 0 => Response {
+                    ok: false,
+                    message: format!(
+                        "`{}` ({}) is a valid decoder for `{}`, but an install would be refused: the canary \
+                         found {} payload(s) it cannot decode that the current decoder could; canary: {}",
+                        verdict.decoder.name,
+                        verdict.decoder.sha256,
+                        verdict.decoder.source,
+                        verdict.canary.new_errors,
+                        canary_counts(&verdict.canary)
+                    ),
+                    details: serde_json::to_value(&verdict).unwrap_or_default(),
+                },
                 Ok((_, verdict)) => Response {
                     ok: true,
                     message: format!(

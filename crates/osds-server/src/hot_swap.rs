@@ -324,12 +324,13 @@ impl ComponentManager {
         let mut previous = self.previous.lock().await;
         let (candidate, verdict) = self.check(wasm).await.map_err(Refusal::from)?;
         if verdict.decoder.source != channel {
+            // Nothing to compare: the canary ran against another channel's decoder.
             return Err(Refusal {
                 message: format!(
-                    "component `{}` produces source `{}`, not `{channel}`",
-                    verdict.decoder.name, verdict.decoder.source
+                    "component `{}` decodes channel `{}`, not `{channel}`: install it as `{}`",
+                    verdict.decoder.name, verdict.decoder.source, verdict.decoder.source
                 ),
-                verdict: Some(verdict),
+                verdict: None,
             });
         }
         if verdict.canary.new_errors > 0 && !force {

@@ -8,14 +8,19 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct ComponentsArgs {
-    /// The running server's admin socket.
+    /// The running server's admin socket (before or after the action).
     #[arg(
         long,
+        global = true,
         env = "OSDS_ADMIN_SOCKET",
         default_value = osds_server::admin::DEFAULT_SOCKET,
         value_name = "PATH"
     )]
     pub admin_socket: PathBuf,
+    /// Print the server's whole answer as one JSON object (`ok`, `message`, `details`) on stdout, and nothing
+    /// else there.
+    #[arg(long, global = true)]
+    pub json: bool,
     #[command(subcommand)]
     pub action: Action,
 }
@@ -42,6 +47,7 @@ pub enum Action {
     Rollback { channel: String },
 }
 
+/// The file's bytes as the admin socket takes them (hex); the server says whether they are a component.
 fn read_wasm(file: &Path) -> anyhow::Result<String> {
     let bytes = std::fs::read(file).with_context(|| format!("read {}", file.display()))?;
     Ok(hex::encode(bytes))
@@ -70,13 +76,20 @@ pub fn run(args: ComponentsArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let response = runtime.block_on(admin::call(&args.admin_socket, &request))?;
-    if response.ok {
-        println!("{}", response.message);
+    if args.json {
+        println!("{}", serde_json::to_string(&response)?);
     } else {
-        eprintln!("osds: {}", response.message);
-    }
-    if !response.details.is_null() {
-        println!("{}", serde_json::to_string_pretty(&response.details)?);
+        if response.ok {
+            println!("{}", response.message);
+        } else {
+            eprintln!("osds: {}", response.message);
+        }
+        // The list is the answer; a canary's payload by payload differences back up a refusal. Other details
+        // (what was installed, what was checked) are in --json.
+        let canary_refusal = !response.ok && response.details.get("canary").is_some();
+        if !response.details.is_null() && (matches!(args.action, Action::List) || canary_refusal) {
+            println!("{}", serde_json::to_string_pretty(&response.details)?);
+        }
     }
     Ok(if response.ok {
         ExitCode::SUCCESS
