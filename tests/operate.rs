@@ -10,7 +10,10 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 use support::live::SseClient;
-use support::{Server, all_reports, eventually, get_json, guest_component, osds, start_connected};
+use support::{
+    Server, all_reports, eventually, get_json, guest_component, osds, start_connected,
+    start_server_in,
+};
 
 const TEST_DECODERS: &str = "test-decoders";
 
@@ -268,6 +271,22 @@ async fn rollback_restores_the_previous_decoder() {
             .success()
     );
     assert_eq!(decoder_of(&server, "sc").await["name"], "wolfx-sc-v2");
+    let installed_at = decoder_of(&server, "sc").await["installedAt"].clone();
+
+    // A restart puts back what was in service, with its install time, and the rollback target.
+    let mut server = server;
+    server.stop().await;
+    let server =
+        start_server_in(server.into_dir(), "ws://127.0.0.1:9", &["--no-ingest"]).removing_dir();
+    let sc = decoder_of(&server, "sc").await;
+    assert_eq!(
+        sc["name"], "wolfx-sc-v2",
+        "the installed decoder survives a restart"
+    );
+    assert_eq!(sc["installedAt"], installed_at);
+    let back = components(&server, &["rollback", "sc"]).await;
+    assert!(back.status.success(), "{}", text(&back));
+    assert_eq!(decoder_of(&server, "sc").await["name"], "wolfx-sc");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -411,6 +430,24 @@ async fn a_new_agency_is_added_while_the_server_runs() {
     let events = get_json(&server.url("/events?source=cwa")).await;
     assert_eq!(events["total"], 2);
     assert_eq!(events["items"][0]["latest"]["source"], "cwa");
+
+    // After a restart the new agency is still a channel: `source=cwa` is valid and its frames are archived.
+    let mut server = server;
+    server.stop().await;
+    let server = start_server_in(server.into_dir(), &relay.url(), &[]).removing_dir();
+    eventually(20, "the cwa channel connected again", || async {
+        let status = get_json(&server.url("/status")).await;
+        (sources(&status) == ["cea", "sc", "fj", "cq", "cwa"] && status["healthy"] == true)
+            .then_some(())
+    })
+    .await;
+    relay.push_to("/cwa_eew", cwa_frame(4).as_bytes()).await;
+    eventually(20, "a third cwa version", || async {
+        (archive(&server).await["versions"] == 3).then_some(())
+    })
+    .await;
+    let events = get_json(&server.url("/events?source=cwa")).await;
+    assert_eq!(events["total"], 3);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -93,6 +93,14 @@ impl DecoderSet {
             .cloned()
     }
 
+    /// Records when the decoder with this SHA-256 was put in service (one put back after a restart keeps its
+    /// install time).
+    pub fn set_installed_at(&mut self, sha256: &str, at: &str) {
+        if let Some(time) = self.installed_at.get_mut(sha256) {
+            *time = at.to_string();
+        }
+    }
+
     /// When the decoder with this `.wasm` SHA-256 was put in service.
     pub fn installed_at(&self, sha256: &str) -> Option<&str> {
         self.installed_at.get(sha256).map(String::as_str)

@@ -7,11 +7,11 @@
 use crate::ingest::{ChannelSpec, Ingester};
 use anyhow::Context;
 use osds_runtime::SharedShaper;
-use osds_runtime::decoder_set::{SharedDecoders, wasm_files};
+use osds_runtime::decoder_set::{DecoderSet, SharedDecoders, wasm_files};
 use osds_runtime::units;
 use osds_runtime::units::Unit;
 use osds_runtime::{DecoderComponent, DecoderInfo, Runtime, ShaperComponent, ShaperInfo};
-use osds_store::Store;
+use osds_store::{ComponentChange, Store, WriterTask};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -131,6 +131,8 @@ pub struct ComponentManager {
     runtime: Arc<Runtime>,
     decoders: SharedDecoders,
     store: Store,
+    /// Records every install and rollback, so a restart puts back what ran.
+    writer: WriterTask,
     /// New channels get their upstream connection from the ingester (none with `--no-ingest`).
     ingester: Option<Arc<Ingester>>,
     canary_fixtures: Option<PathBuf>,
@@ -146,10 +148,13 @@ pub struct ComponentManager {
 pub const SHAPER_CHANNEL: &str = "hyp";
 
 impl ComponentManager {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         runtime: Arc<Runtime>,
         decoders: SharedDecoders,
+        previous: BTreeMap<String, Arc<DecoderComponent>>,
         store: Store,
+        writer: WriterTask,
         shaper: SharedShaper,
         canary_fixtures: Option<PathBuf>,
         canary_recent: i64,
@@ -159,10 +164,11 @@ impl ComponentManager {
             runtime,
             decoders,
             store,
+            writer,
             ingester,
             canary_fixtures,
             canary_recent,
-            previous: Default::default(),
+            previous: tokio::sync::Mutex::new(previous),
             shaper,
             previous_shaper: Default::default(),
         })
@@ -322,7 +328,7 @@ impl ComponentManager {
         force: bool,
     ) -> Result<Verdict, Refusal> {
         let mut previous = self.previous.lock().await;
-        let (candidate, verdict) = self.check(wasm).await.map_err(Refusal::from)?;
+        let (candidate, verdict) = self.check(wasm.clone()).await.map_err(Refusal::from)?;
         if verdict.decoder.source != channel {
             // Nothing to compare: the canary ran against another channel's decoder.
             return Err(Refusal {
@@ -346,6 +352,16 @@ impl ComponentManager {
         let set = self.decoders.load_full();
         let old = set.for_source(channel);
         let next = set.with_decoder(candidate.clone()).map_err(Refusal::from)?;
+        // Recorded before the swap: what serves is always what a restart puts back.
+        self.record(ComponentChange {
+            channel: channel.to_string(),
+            action: "install",
+            sha256: verdict.decoder.sha256.clone(),
+            wasm: Some(wasm),
+            previous: old.as_ref().map(|old| old.info().sha256.clone()),
+        })
+        .await
+        .map_err(Refusal::from)?;
         self.decoders.store(Arc::new(next));
         match old {
             Some(old) => {
@@ -372,8 +388,22 @@ impl ComponentManager {
             .with_context(|| format!("no previous decoder of `{channel}` to roll back to"))?;
         let set = self.decoders.load_full();
         let replaced = set.for_source(channel);
-        self.decoders
-            .store(Arc::new(set.with_decoder(restored.clone())?));
+        let next = set.with_decoder(restored.clone())?;
+        let recorded = self
+            .record(ComponentChange {
+                channel: channel.to_string(),
+                action: "rollback",
+                sha256: restored.info().sha256.clone(),
+                wasm: None,
+                previous: replaced.as_ref().map(|r| r.info().sha256.clone()),
+            })
+            .await;
+        if let Err(e) = recorded {
+            // Nothing changed: the rollback target stays.
+            previous.insert(channel.to_string(), restored);
+            return Err(e);
+        }
+        self.decoders.store(Arc::new(next));
         if let Some(replaced) = replaced {
             previous.insert(channel.to_string(), replaced);
         }
@@ -427,6 +457,13 @@ impl ComponentManager {
             tracing::info!("{line}");
         }
         lines
+    }
+
+    async fn record(&self, change: ComponentChange) -> anyhow::Result<()> {
+        self.writer
+            .record_component(change)
+            .await
+            .context("the change could not be recorded in the archive, so it was not made")
     }
 
     async fn add_channels(&self, info: &DecoderInfo) {
@@ -530,4 +567,77 @@ impl CanaryReport {
             });
         }
     }
+}
+
+/// The decoders a service starts with: `started_with` (built-in or `--components-dir`), then each channel's
+/// last recorded install or rollback on this archive, and what a rollback of each channel would put back.
+pub struct InstalledDecoders {
+    pub set: DecoderSet,
+    pub previous: BTreeMap<String, Arc<DecoderComponent>>,
+}
+
+/// Puts back what was installed on the archive `store` (see `osds_store::ChannelComponent`). A component that
+/// cannot be found or loaded any more is skipped with a warning: the channel keeps its start-up decoder.
+pub async fn installed_decoders(
+    runtime: &Arc<Runtime>,
+    started_with: DecoderSet,
+    store: &Store,
+) -> anyhow::Result<InstalledDecoders> {
+    let known = started_with.decoders();
+    let mut set = started_with;
+    let mut previous = BTreeMap::new();
+    for change in store.installed_components().await? {
+        let component = match find(runtime, &known, store, &change.sha256, change.wasm).await {
+            Ok(component) => component,
+            Err(e) => {
+                tracing::warn!(channel = %change.channel, sha256 = %change.sha256, error = format!("{e:#}"), "an installed decoder cannot be put back; the channel keeps its start-up decoder");
+                continue;
+            }
+        };
+        if set
+            .for_source(&change.channel)
+            .map(|d| d.info().sha256.clone())
+            != Some(change.sha256.clone())
+        {
+            set = set.with_decoder(component.clone())?;
+        }
+        set.set_installed_at(&change.sha256, &change.changed_at);
+        tracing::info!(channel = %change.channel, name = %component.info().name, sha256 = %change.sha256, installed_at = %change.changed_at, "installed decoder put back");
+        if let Some(sha256) = &change.previous_sha256 {
+            match find(runtime, &known, store, sha256, None).await {
+                Ok(target) => {
+                    previous.insert(change.channel.clone(), target);
+                }
+                Err(e) => {
+                    tracing::warn!(channel = %change.channel, sha256 = %sha256, error = format!("{e:#}"), "the rollback target cannot be put back")
+                }
+            }
+        }
+    }
+    Ok(InstalledDecoders { set, previous })
+}
+
+/// The decoder with this SHA-256: one loaded at start, else the stored bytes.
+async fn find(
+    runtime: &Arc<Runtime>,
+    known: &[Arc<DecoderComponent>],
+    store: &Store,
+    sha256: &str,
+    wasm: Option<Vec<u8>>,
+) -> anyhow::Result<Arc<DecoderComponent>> {
+    if let Some(decoder) = known.iter().find(|d| d.info().sha256 == sha256) {
+        return Ok(decoder.clone());
+    }
+    let wasm = match wasm {
+        Some(wasm) => wasm,
+        None => store
+            .component_file(sha256)
+            .await?
+            .context("its .wasm is neither built in nor stored")?,
+    };
+    let runtime = runtime.clone();
+    let decoder = tokio::task::spawn_blocking(move || DecoderComponent::load(&runtime, &wasm))
+        .await
+        .context("loading the component failed")??;
+    Ok(Arc::new(decoder))
 }

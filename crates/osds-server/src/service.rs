@@ -5,7 +5,7 @@
 //! in-process; [`Service::serve`] binds and serves until a signal.
 
 use crate::admin;
-use crate::hot_swap::ComponentManager;
+use crate::hot_swap::{ComponentManager, installed_decoders};
 use crate::hyp::runner::{Recorder, Runner};
 use crate::hyp::source::{KmoniFetcher, ReplaySource};
 use crate::ingest::{ChannelSpec, Ingester, UpstreamBoard, UpstreamConfig};
@@ -125,18 +125,21 @@ impl Service {
             limits,
             detector,
         } = config;
-        let wasm = Runtime::new(limits)?;
-        let decoder_set = DecoderSet::load(&wasm, components_dir.as_deref())?;
-        for decoder in decoder_set.decoders() {
-            let info = decoder.info();
-            tracing::info!(name = %info.name, version = %info.version, source = %info.source, claims = ?info.claims, sha256 = %info.sha256, "decoder loaded");
-        }
-        let board = Arc::new(UpstreamBoard::new(ChannelSpec::from_decoders(&decoder_set)));
-        let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(decoder_set));
-
         // One service per archive; `osds restore` refuses while it runs.
         let lock = osds_store::ArchiveLock::acquire(&osds_store::database_path(&database_url)?)?;
         let (store, mut writer) = osds_store::open(&database_url).await?;
+        let wasm = Runtime::new(limits)?;
+        // The built-in decoders (or --components-dir), then what was installed on this archive since.
+        let started_with = DecoderSet::load(&wasm, components_dir.as_deref())?;
+        let installed = installed_decoders(&wasm, started_with, &store).await?;
+        for decoder in installed.set.decoders() {
+            let info = decoder.info();
+            tracing::info!(name = %info.name, version = %info.version, source = %info.source, claims = ?info.claims, sha256 = %info.sha256, "decoder loaded");
+        }
+        let board = Arc::new(UpstreamBoard::new(ChannelSpec::from_decoders(
+            &installed.set,
+        )));
+        let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(installed.set));
         writer.close_stale_sessions().await?;
         board.seed_last_received(store.last_receptions().await?);
         tracing::info!(database = %database_url, high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
@@ -163,7 +166,9 @@ impl Service {
         let components = ComponentManager::new(
             wasm.clone(),
             decoders.clone(),
+            installed.previous,
             store.clone(),
+            writer_task.clone(),
             shaper.clone(),
             canary_fixtures,
             canary_recent.max(0),

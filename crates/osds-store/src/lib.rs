@@ -3,6 +3,7 @@
 
 pub mod backup;
 mod checkpoint;
+mod components;
 mod counts;
 mod frames;
 mod hyp;
@@ -19,6 +20,7 @@ mod writer;
 mod writer_task;
 
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
+pub use components::ChannelComponent;
 pub use counts::ArchiveCounts;
 pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary, FrameImage};
 pub use hyp::*;
@@ -29,4 +31,4 @@ pub use store::{DEFAULT_DATABASE_URL, ROW_BUFFER, Store, database_path, open, op
 pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };
-pub use writer_task::WriterTask;
+pub use writer_task::{ComponentChange, WriterTask};

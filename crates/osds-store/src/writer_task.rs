@@ -27,6 +27,22 @@ enum Command {
     Counter(&'static str, i64),
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<anyhow::Result<()>>),
+    RecordComponent {
+        change: ComponentChange,
+        reply: oneshot::Sender<anyhow::Result<()>>,
+    },
+}
+
+/// A decoder put in service on a running server (see `components.rs`).
+pub struct ComponentChange {
+    pub channel: String,
+    /// `install` or `rollback`.
+    pub action: &'static str,
+    pub sha256: String,
+    /// The bytes, for an installed component.
+    pub wasm: Option<Vec<u8>>,
+    /// What a rollback would put back after this change.
+    pub previous: Option<String>,
 }
 
 /// Sends work to the archive task. Cheap to clone.
@@ -96,6 +112,14 @@ impl WriterTask {
         let (reply, done) = oneshot::channel();
         self.send(Command::Flush(reply)).await;
         let _ = done.await;
+    }
+
+    /// Records a decoder change durably (after everything sent before).
+    pub async fn record_component(&self, change: ComponentChange) -> anyhow::Result<()> {
+        let (reply, done) = oneshot::channel();
+        self.send(Command::RecordComponent { change, reply }).await;
+        done.await
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the archive task has stopped")))
     }
 
     /// Commits everything sent before, then closes the archive (see [`Writer::close`]): the task ends, and
@@ -188,6 +212,18 @@ async fn run(
             Command::Counter(name, by) => log_error("counter", writer.add_counter(name, by).await),
             Command::Flush(reply) => {
                 let _ = reply.send(());
+            }
+            Command::RecordComponent { change, reply } => {
+                let recorded = writer
+                    .record_component(
+                        &change.channel,
+                        change.action,
+                        &change.sha256,
+                        change.wasm.as_deref(),
+                        change.previous.as_deref(),
+                    )
+                    .await;
+                let _ = reply.send(recorded);
             }
             Command::Close(reply) => {
                 let _ = reply.send(writer.close().await);

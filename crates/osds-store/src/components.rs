@@ -1,0 +1,99 @@
+//! The installed-components ledger: which decoder each channel was given on a running server, and the bytes of
+//! every installed `.wasm`, so a restart (and `osds reparse`) puts back what ran. Built-in components are not
+//! stored: their bytes are in the binary, found again by their SHA-256.
+
+use crate::store::Store;
+use crate::writer::Writer;
+use osds_time::now_rfc3339;
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+
+/// A channel's decoder as the last change left it.
+#[derive(Debug, Clone)]
+pub struct ChannelComponent {
+    pub channel: String,
+    /// SHA-256 of the `.wasm` in service.
+    pub sha256: String,
+    /// Its bytes, when they were stored (an installed component; a built-in one is not).
+    pub wasm: Option<Vec<u8>>,
+    /// What a rollback would put back.
+    pub previous_sha256: Option<String>,
+    pub changed_at: String,
+}
+
+impl Writer {
+    /// Records that `channel` is now decoded by the component with SHA-256 `sha256` (`action`: `install` or
+    /// `rollback`), with `previous` the SHA-256 a rollback would restore. `wasm`, its bytes, is stored once per
+    /// SHA-256 (a rollback names a component stored before, or a built-in one).
+    pub async fn record_component(
+        &mut self,
+        channel: &str,
+        action: &str,
+        sha256: &str,
+        wasm: Option<&[u8]>,
+        previous: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let now = now_rfc3339();
+        let mut tx = sqlx::Connection::begin(&mut self.conn).await?;
+        if let Some(wasm) = wasm {
+            anyhow::ensure!(
+                hex::encode(Sha256::digest(wasm)) == sha256,
+                "the component bytes do not have the SHA-256 {sha256}"
+            );
+            sqlx::query(
+                "INSERT OR IGNORE INTO component_files (sha256, wasm, stored_at) VALUES (?, ?, ?)",
+            )
+            .bind(sha256)
+            .bind(wasm)
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "INSERT INTO component_changes (channel, action, sha256, previous_sha256, changed_at) \
+             VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(channel)
+        .bind(action)
+        .bind(sha256)
+        .bind(previous)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Each channel's decoder as its last recorded change left it, by channel.
+    pub async fn installed_components(&self) -> anyhow::Result<Vec<ChannelComponent>> {
+        let rows = sqlx::query(
+            "SELECT c.channel, c.sha256, c.previous_sha256, c.changed_at, f.wasm FROM component_changes c \
+             LEFT JOIN component_files f ON f.sha256 = c.sha256 \
+             WHERE c.id IN (SELECT MAX(id) FROM component_changes GROUP BY channel) ORDER BY c.channel",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| ChannelComponent {
+                channel: row.get("channel"),
+                sha256: row.get("sha256"),
+                wasm: row.get("wasm"),
+                previous_sha256: row.get("previous_sha256"),
+                changed_at: row.get("changed_at"),
+            })
+            .collect())
+    }
+
+    /// The stored bytes of the component with this SHA-256, if it was ever installed.
+    pub async fn component_file(&self, sha256: &str) -> anyhow::Result<Option<Vec<u8>>> {
+        Ok(
+            sqlx::query_scalar("SELECT wasm FROM component_files WHERE sha256 = ?")
+                .bind(sha256)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+}
