@@ -431,6 +431,25 @@ async fn a_new_agency_is_added_while_the_server_runs() {
     assert_eq!(events["total"], 2);
     assert_eq!(events["items"][0]["latest"]["source"], "cwa");
 
+    // Reparse decodes with what the server runs: the frame ignored before the install is recovered, as the
+    // canary's "1 fixed" said.
+    let reparsed = run_osds(vec![
+        "reparse".into(),
+        "--database-url".into(),
+        format!("sqlite://{}", server.db_path.display()),
+    ])
+    .await;
+    assert!(reparsed.status.success(), "{}", text(&reparsed));
+    assert!(
+        text(&reparsed).contains("1 recovered (1 new versions"),
+        "{}",
+        text(&reparsed)
+    );
+    eventually(20, "the recovered cwa version", || async {
+        (archive(&server).await["versions"] == 3).then_some(())
+    })
+    .await;
+
     // After a restart the new agency is still a channel: `source=cwa` is valid and its frames are archived.
     let mut server = server;
     server.stop().await;
@@ -442,12 +461,12 @@ async fn a_new_agency_is_added_while_the_server_runs() {
     })
     .await;
     relay.push_to("/cwa_eew", cwa_frame(4).as_bytes()).await;
-    eventually(20, "a third cwa version", || async {
-        (archive(&server).await["versions"] == 3).then_some(())
+    eventually(20, "a fourth cwa version", || async {
+        (archive(&server).await["versions"] == 4).then_some(())
     })
     .await;
     let events = get_json(&server.url("/events?source=cwa")).await;
-    assert_eq!(events["total"], 3);
+    assert_eq!(events["total"], 4);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -47,16 +47,20 @@ fn archived_unit(row: &SqliteRow) -> ArchivedUnit {
     }
 }
 
-/// Unparsed deliveries no later decoder recovered, of an optional source and reception-time range (binds:
-/// source twice, since twice, until twice).
-const STILL_UNPARSED: &str = "d.outcome = 'unparsed' \
+/// Unparsed deliveries, and ignored ones of the given `type` tags, that no later decoder recovered, of an
+/// optional source and reception-time range (binds: the tags as a JSON array, source twice, since twice, until
+/// twice). An ignored delivery has no source: the tags given are the source's.
+const STILL_UNPARSED: &str = "(d.outcome = 'unparsed' \
+        OR (d.outcome = 'ignored' AND d.type_tag IN (SELECT value FROM json_each(?)))) \
      AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
-     AND (? IS NULL OR d.source = ?) \
+     AND (? IS NULL OR d.source = ? OR d.outcome = 'ignored') \
      AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?)";
 
 /// Which unparsed deliveries `osds reparse` goes through.
 #[derive(Debug, Default, Clone)]
 pub struct UnparsedFilter {
+    /// Ignored deliveries of these `type` tags are gone through too: a decoder claims them now.
+    pub ignored_tags: Vec<String>,
     pub source: Option<String>,
     pub since: Option<String>,
     pub until: Option<String>,
@@ -464,6 +468,7 @@ impl Store {
              WHERE d.id > ? AND {STILL_UNPARSED} ORDER BY d.id LIMIT ?"
         ))
         .bind(after)
+        .bind(serde_json::to_string(&filter.ignored_tags)?)
         .bind(&filter.source)
         .bind(&filter.source)
         .bind(&filter.since)
@@ -481,6 +486,7 @@ impl Store {
         Ok(sqlx::query_scalar(&format!(
             "SELECT COUNT(*) FROM deliveries d WHERE {STILL_UNPARSED}"
         ))
+        .bind(serde_json::to_string(&filter.ignored_tags)?)
         .bind(&filter.source)
         .bind(&filter.source)
         .bind(&filter.since)

@@ -1,11 +1,13 @@
-//! `osds reparse`: re-decodes archived payloads that are still unparsed with the current decoders and appends
-//! the versions they yield (never editing what is stored). Safe while `osds serve` runs on the same database:
+//! `osds reparse`: re-decodes archived payloads that are still unparsed, and ignored ones of a `type` a decoder
+//! now claims, with the decoders a server on the archive runs (the start-up ones and those installed since), and
+//! appends the versions they yield (never editing what is stored). Safe while `osds serve` runs on the same database:
 //! SQLite serialises the writers, and the server notices the new versions.
 
 use anyhow::Context;
 use osds_runtime::DecoderSet;
 use osds_runtime::units;
 use osds_runtime::{Limits, Runtime};
+use osds_server::hot_swap::installed_decoders;
 use osds_store::{self, ArchivedUnit, Recovered, UnparsedFilter};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -27,7 +29,8 @@ pub struct ReparseArgs {
         default_value = osds_store::DEFAULT_DATABASE_URL
     )]
     pub database_url: String,
-    /// Decoder components (`*.wasm`) to decode with, instead of the built-in ones.
+    /// Decoder components (`*.wasm`) a server on this archive starts with, instead of the built-in ones (what
+    /// was installed on the archive since is used either way).
     #[arg(long, env = "OSDS_COMPONENTS_DIR", value_name = "DIR")]
     pub components_dir: Option<PathBuf>,
     /// Only deliveries of this channel (`source`).
@@ -153,17 +156,36 @@ impl Progress {
 }
 
 async fn reparse(args: ReparseArgs) -> anyhow::Result<ExitCode> {
+    let (store, mut writer) = osds_store::open_existing(&args.database_url).await?;
+    let wasm = Runtime::new(Limits::default())?;
+    // What a server on this archive runs: its start-up decoders, then what was installed on it since.
+    let started_with = DecoderSet::load(&wasm, args.components_dir.as_deref())?;
+    let decoders = installed_decoders(&wasm, started_with, &store).await?.set;
+    for decoder in decoders.decoders() {
+        let info = decoder.info();
+        eprintln!(
+            "reparse: `{}` decodes `{}` ({})",
+            info.name,
+            info.source,
+            info.claims.join(", ")
+        );
+    }
+    // Frames archived as ignored before their channel's decoder was installed are gone through too.
+    let ignored_tags = decoders
+        .decoders()
+        .iter()
+        .filter(|d| args.source.as_ref().is_none_or(|s| *s == d.info().source))
+        .flat_map(|d| d.info().claims.clone())
+        .collect();
     let filter = UnparsedFilter {
+        ignored_tags,
         source: args.source.clone(),
         since: rfc3339("since", &args.since)?,
         until: rfc3339("until", &args.until)?,
     };
-    let wasm = Runtime::new(Limits::default())?;
-    let decoders = DecoderSet::load(&wasm, args.components_dir.as_deref())?;
-    let (store, mut writer) = osds_store::open_existing(&args.database_url).await?;
     let total = store.count_unparsed(&filter).await?;
     eprintln!(
-        "reparse: {total} unparsed deliveries in {}{}",
+        "reparse: {total} deliveries to go through (unparsed, or ignored of a type a decoder now claims) in {}{}",
         args.database_url,
         if args.dry_run {
             " (dry run: nothing is written)"
