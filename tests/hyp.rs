@@ -481,4 +481,29 @@ async fn the_shaper_is_hot_swapped_through_the_admin_socket_with_a_canary() {
     let back = components(&["rollback", "hyp"]);
     assert!(back.status.success(), "{}", text(&back));
     assert_eq!(shaper_name().await, "hyp-shaper");
+
+    // An installed shaper survives a restart, and so does its rollback target.
+    let installed = components(&["install", "hyp", v2.to_str().unwrap()]);
+    assert!(installed.status.success(), "{}", text(&installed));
+    let mut server = server;
+    server.stop().await;
+    let server = start_server_in(server.into_dir(), "ws://127.0.0.1:9", &["--no-ingest"]);
+    let shaper_name =
+        || async { get_json(&server.url("/hyp/status")).await["shaper"]["name"].clone() };
+    assert_eq!(shaper_name().await, "hyp-shaper-v2");
+
+    // Export writes what is in service, the shaper included.
+    let exported = dir.join("exported");
+    let export = components(&["export", exported.to_str().unwrap()]);
+    assert!(export.status.success(), "{}", text(&export));
+    let shaper_sha = get_json(&server.url("/hyp/status")).await["shaper"]["sha256"].clone();
+    let bytes = std::fs::read(exported.join("hyp_shaper.wasm")).unwrap();
+    assert_eq!(hex::encode(Sha256::digest(&bytes)), shaper_sha);
+    for channel in ["cea", "sc", "fj", "cq"] {
+        assert!(exported.join(format!("decoder_{channel}.wasm")).is_file());
+    }
+
+    let back = components(&["rollback", "hyp"]);
+    assert!(back.status.success(), "{}", text(&back));
+    assert_eq!(shaper_name().await, "hyp-shaper");
 }

@@ -59,6 +59,8 @@ pub struct DecoderComponent {
     pre: bindings::DecoderPre<CallState>,
     warm: WarmInstances<bindings::Decoder>,
     info: DecoderInfo,
+    /// The `.wasm` bytes it was loaded from (for `osds components export` and the install record).
+    wasm: Arc<[u8]>,
 }
 
 impl DecoderComponent {
@@ -74,6 +76,7 @@ impl DecoderComponent {
             runtime: runtime.clone(),
             pre,
             warm: WarmInstances::new(),
+            wasm: wasm.into(),
             info: DecoderInfo {
                 name: info.name,
                 version: info.version,
@@ -84,6 +87,11 @@ impl DecoderComponent {
                 sha256,
             },
         })
+    }
+
+    /// The `.wasm` bytes it was loaded from.
+    pub fn wasm(&self) -> &[u8] {
+        &self.wasm
     }
 
     pub fn info(&self) -> &DecoderInfo {

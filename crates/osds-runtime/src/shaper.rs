@@ -34,6 +34,8 @@ pub struct ShaperComponent {
     pre: bindings::ShaperPre<CallState>,
     warm: WarmInstances<bindings::Shaper>,
     info: ShaperInfo,
+    /// The `.wasm` bytes it was loaded from (for `osds components export` and the install record).
+    wasm: Arc<[u8]>,
 }
 
 impl ShaperComponent {
@@ -49,6 +51,7 @@ impl ShaperComponent {
             runtime: runtime.clone(),
             pre,
             warm: WarmInstances::new(),
+            wasm: wasm.into(),
             info: ShaperInfo {
                 name: info.name,
                 version: info.version,
@@ -61,6 +64,11 @@ impl ShaperComponent {
     pub fn embedded(runtime: &Arc<Runtime>) -> anyhow::Result<ShaperComponent> {
         ShaperComponent::load(runtime, crate::embedded::EMBEDDED_SHAPER)
             .context("embedded hyp shaper")
+    }
+
+    /// The `.wasm` bytes it was loaded from.
+    pub fn wasm(&self) -> &[u8] {
+        &self.wasm
     }
 
     pub fn info(&self) -> &ShaperInfo {

@@ -31,6 +31,8 @@ pub enum Request {
     Rollback {
         channel: String,
     },
+    /// The `.wasm` bytes of every component in service.
+    Export,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -142,6 +144,14 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
             message: "loaded decoders".into(),
             details: manager.list().await,
         },
+        Request::Export => {
+            let files = manager.export();
+            Response {
+                ok: true,
+                message: format!("{} components in service", files.len()),
+                details: serde_json::to_value(files).unwrap_or_default(),
+            }
+        }
         Request::Check { wasm_hex } => {
             let wasm = match wasm_of(&wasm_hex) {
                 Ok(wasm) => wasm,

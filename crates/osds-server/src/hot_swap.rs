@@ -144,6 +144,17 @@ pub struct ComponentManager {
     previous_shaper: tokio::sync::Mutex<Option<Arc<ShaperComponent>>>,
 }
 
+/// A component in service, as `osds components export` writes it.
+#[derive(Debug, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportedComponent {
+    /// The file name to write it under.
+    pub file: String,
+    pub name: String,
+    pub sha256: String,
+    pub wasm_hex: String,
+}
+
 /// The channel name under which the hyp report shaper is installed and rolled back.
 pub const SHAPER_CHANNEL: &str = "hyp";
 
@@ -156,6 +167,7 @@ impl ComponentManager {
         store: Store,
         writer: WriterTask,
         shaper: SharedShaper,
+        previous_shaper: Option<Arc<ShaperComponent>>,
         canary_fixtures: Option<PathBuf>,
         canary_recent: i64,
         ingester: Option<Arc<Ingester>>,
@@ -170,7 +182,7 @@ impl ComponentManager {
             canary_recent,
             previous: tokio::sync::Mutex::new(previous),
             shaper,
-            previous_shaper: Default::default(),
+            previous_shaper: tokio::sync::Mutex::new(previous_shaper),
         })
     }
 
@@ -232,6 +244,15 @@ impl ComponentManager {
                 verdict: None,
             });
         }
+        self.record(ComponentChange {
+            channel: SHAPER_CHANNEL.to_string(),
+            action: "install",
+            sha256: verdict.shaper.sha256.clone(),
+            wasm: Some(candidate.wasm().to_vec()),
+            previous: Some(verdict.replaces.sha256.clone()),
+        })
+        .await
+        .map_err(Refusal::from)?;
         *previous = Some(self.shaper.swap(candidate));
         tracing::info!(name = %verdict.shaper.name, sha256 = %verdict.shaper.sha256, "shaper installed");
         Ok(verdict)
@@ -244,6 +265,19 @@ impl ComponentManager {
             .take()
             .context("no previous shaper to roll back to")?;
         let info = restored.info().clone();
+        let recorded = self
+            .record(ComponentChange {
+                channel: SHAPER_CHANNEL.to_string(),
+                action: "rollback",
+                sha256: info.sha256.clone(),
+                wasm: Some(restored.wasm().to_vec()),
+                previous: Some(self.shaper.load().info().sha256.clone()),
+            })
+            .await;
+        if let Err(e) = recorded {
+            *previous = Some(restored);
+            return Err(e);
+        }
         *previous = Some(self.shaper.swap(restored));
         tracing::info!(name = %info.name, sha256 = %info.sha256, "shaper rolled back");
         Ok(info)
@@ -394,7 +428,7 @@ impl ComponentManager {
                 channel: channel.to_string(),
                 action: "rollback",
                 sha256: restored.info().sha256.clone(),
-                wasm: None,
+                wasm: Some(restored.wasm().to_vec()),
                 previous: replaced.as_ref().map(|r| r.info().sha256.clone()),
             })
             .await;
@@ -457,6 +491,31 @@ impl ComponentManager {
             tracing::info!("{line}");
         }
         lines
+    }
+
+    /// Every component in service as a file: each decoder as `decoder_<source>.wasm` (a directory of them is a
+    /// `--components-dir`), the shaper as `hyp_shaper.wasm`.
+    pub fn export(&self) -> Vec<ExportedComponent> {
+        let mut files: Vec<ExportedComponent> = self
+            .decoders
+            .load()
+            .decoders()
+            .iter()
+            .map(|d| ExportedComponent {
+                file: format!("decoder_{}.wasm", d.info().source),
+                name: d.info().name.clone(),
+                sha256: d.info().sha256.clone(),
+                wasm_hex: hex::encode(d.wasm()),
+            })
+            .collect();
+        let shaper = self.shaper.load();
+        files.push(ExportedComponent {
+            file: "hyp_shaper.wasm".into(),
+            name: shaper.info().name.clone(),
+            sha256: shaper.info().sha256.clone(),
+            wasm_hex: hex::encode(shaper.wasm()),
+        });
+        files
     }
 
     async fn record(&self, change: ComponentChange) -> anyhow::Result<()> {
@@ -587,6 +646,9 @@ pub async fn installed_decoders(
     let mut set = started_with;
     let mut previous = BTreeMap::new();
     for change in store.installed_components().await? {
+        if change.channel == SHAPER_CHANNEL {
+            continue;
+        }
         let component = match find(runtime, &known, store, &change.sha256, change.wasm).await {
             Ok(component) => component,
             Err(e) => {
@@ -640,4 +702,55 @@ async fn find(
         .await
         .context("loading the component failed")??;
     Ok(Arc::new(decoder))
+}
+
+/// The hyp report shaper a service starts with: the built-in one, or the one last installed (or rolled back to)
+/// on this archive, and what a rollback would put back.
+pub async fn installed_shaper(
+    runtime: &Arc<Runtime>,
+    store: &Store,
+) -> anyhow::Result<(Arc<ShaperComponent>, Option<Arc<ShaperComponent>>)> {
+    let built_in = Arc::new(ShaperComponent::embedded(runtime)?);
+    let Some(change) = store
+        .installed_components()
+        .await?
+        .into_iter()
+        .find(|c| c.channel == SHAPER_CHANNEL)
+    else {
+        return Ok((built_in, None));
+    };
+    let load = |sha256: String, wasm: Option<Vec<u8>>| {
+        let built_in = built_in.clone();
+        async move {
+            if built_in.info().sha256 == sha256 {
+                return Ok(built_in);
+            }
+            let wasm = match wasm {
+                Some(wasm) => wasm,
+                None => store
+                    .component_file(&sha256)
+                    .await?
+                    .context("its .wasm is neither built in nor stored")?,
+            };
+            let runtime = runtime.clone();
+            let shaper =
+                tokio::task::spawn_blocking(move || ShaperComponent::load(&runtime, &wasm))
+                    .await
+                    .context("loading the shaper failed")??;
+            anyhow::Ok(Arc::new(shaper))
+        }
+    };
+    let current = match load(change.sha256.clone(), change.wasm).await {
+        Ok(current) => current,
+        Err(e) => {
+            tracing::warn!(sha256 = %change.sha256, error = format!("{e:#}"), "the installed shaper cannot be put back; the built-in one shapes");
+            return Ok((built_in, None));
+        }
+    };
+    tracing::info!(name = %current.info().name, sha256 = %change.sha256, "installed shaper put back");
+    let previous = match change.previous_sha256 {
+        Some(sha256) => load(sha256, None).await.ok(),
+        None => None,
+    };
+    Ok((current, previous))
 }

@@ -5,7 +5,7 @@
 //! in-process; [`Service::serve`] binds and serves until a signal.
 
 use crate::admin;
-use crate::hot_swap::{ComponentManager, installed_decoders};
+use crate::hot_swap::{ComponentManager, installed_decoders, installed_shaper};
 use crate::hyp::runner::{Recorder, Runner};
 use crate::hyp::source::{KmoniFetcher, ReplaySource};
 use crate::ingest::{ChannelSpec, Ingester, UpstreamBoard, UpstreamConfig};
@@ -17,7 +17,7 @@ use osds_api::live::LiveConfig;
 use osds_api::tls;
 use osds_detector::detector::DetectorConfig;
 use osds_detector::stations::Network;
-use osds_runtime::{DecoderSet, Limits, Runtime, ShaperComponent, SharedShaper};
+use osds_runtime::{DecoderSet, Limits, Runtime, SharedShaper};
 use osds_store::{BackupSettings, WriterTask};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -160,9 +160,9 @@ impl Service {
             tracing::info!("ingestion disabled (--no-ingest): serving the archive only");
             None
         };
-        let shaper = ShaperComponent::embedded(&wasm)?;
+        let (shaper, previous_shaper) = installed_shaper(&wasm, &store).await?;
         tracing::info!(name = %shaper.info().name, sha256 = %shaper.info().sha256, "hyp shaper loaded");
-        let shaper = Arc::new(arc_swap::ArcSwap::from_pointee(shaper));
+        let shaper = Arc::new(arc_swap::ArcSwap::new(shaper));
         let components = ComponentManager::new(
             wasm.clone(),
             decoders.clone(),
@@ -170,6 +170,7 @@ impl Service {
             store.clone(),
             writer_task.clone(),
             shaper.clone(),
+            previous_shaper,
             canary_fixtures,
             canary_recent.max(0),
             ingester.clone(),

@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use osds_server::admin::{self, Request};
+use osds_server::hot_swap::ExportedComponent;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -45,6 +46,9 @@ pub enum Action {
     },
     /// Put back the decoder CHANNEL had before its last install.
     Rollback { channel: String },
+    /// Write every component in service to DIR (created when missing): `decoder_<source>.wasm` each, usable as
+    /// a --components-dir, and `hyp_shaper.wasm`.
+    Export { dir: PathBuf },
 }
 
 /// The file's bytes as the admin socket takes them (hex); the server says whether they are a component.
@@ -71,11 +75,15 @@ pub fn run(args: ComponentsArgs) -> anyhow::Result<ExitCode> {
         Action::Rollback { channel } => Request::Rollback {
             channel: channel.clone(),
         },
+        Action::Export { .. } => Request::Export,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let response = runtime.block_on(admin::call(&args.admin_socket, &request))?;
+    if let (Action::Export { dir }, true) = (&args.action, response.ok) {
+        return export(dir, response, args.json);
+    }
     if args.json {
         println!("{}", serde_json::to_string(&response)?);
     } else {
@@ -96,4 +104,36 @@ pub fn run(args: ComponentsArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Writes the exported components into `dir` (each file whole, then renamed into place).
+fn export(dir: &Path, response: admin::Response, json: bool) -> anyhow::Result<ExitCode> {
+    let files: Vec<ExportedComponent> =
+        serde_json::from_value(response.details).context("unreadable export from the server")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let mut written = Vec::new();
+    for file in &files {
+        anyhow::ensure!(
+            !file.file.contains(['/', '\\']) && file.file.ends_with(".wasm"),
+            "the server named an unexpected file `{}`",
+            file.file
+        );
+        let wasm = hex::decode(&file.wasm_hex).context("the component bytes are not hex")?;
+        let path = dir.join(&file.file);
+        let temporary = dir.join(format!(".{}.tmp", file.file));
+        std::fs::write(&temporary, &wasm)
+            .with_context(|| format!("write {}", temporary.display()))?;
+        std::fs::rename(&temporary, &path).with_context(|| format!("write {}", path.display()))?;
+        written.push(serde_json::json!({ "path": path, "name": file.name, "sha256": file.sha256 }));
+        if !json {
+            println!("{}: `{}` ({})", path.display(), file.name, file.sha256);
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "ok": true, "message": format!("{} components written to {}", files.len(), dir.display()), "details": written })
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
