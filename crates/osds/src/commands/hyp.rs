@@ -34,7 +34,8 @@ pub enum HypAction {
     Import {
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// Shape with this shaper component instead of the built-in one.
+        /// Shape with this shaper component instead of the one a server on the archive shapes with (the
+        /// built-in one, or the one installed with `osds components install hyp`).
         #[arg(long, value_name = "FILE")]
         shaper: Option<PathBuf>,
     },
@@ -155,9 +156,14 @@ async fn hyp(args: HypArgs) -> anyhow::Result<ExitCode> {
                 Some(path) => {
                     let bytes =
                         std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
-                    ShaperComponent::load(&wasm, &bytes)?
+                    std::sync::Arc::new(ShaperComponent::load(&wasm, &bytes)?)
                 }
-                None => ShaperComponent::embedded(&wasm)?,
+                // What a server on this archive shapes with: the built-in shaper, or the one installed since.
+                None => {
+                    osds_server::hot_swap::installed_shaper(&wasm, &store)
+                        .await?
+                        .0
+                }
             };
             let (mut imported, mut failed) = (0usize, 0usize);
             for file in files {

@@ -53,7 +53,8 @@ pub enum SimulatedNetwork {
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
     pub scenario: Scenario,
-    /// The archive the reports go to.
+    /// The archive the reports go to; created when missing (unlike every other command but `serve`, a
+    /// simulation may start an archive of its own).
     #[arg(
         long,
         env = "OSDS_DATABASE_URL",
