@@ -170,7 +170,7 @@ async fn versions_are_deduplicated_across_sockets_and_raw_bytes_kept_exactly() {
 async fn garbage_other_channels_arrays_and_heartbeats() {
     let config = RelayConfig {
         heartbeat_every: Some(Duration::from_millis(100)),
-        heartbeat_on_connect: true,
+        ..RelayConfig::default()
     };
     let (relay, server) = start_connected(config, &[]).await;
 
@@ -256,9 +256,12 @@ async fn a_query_reply_on_connect_is_marked_query_or_push() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn silence_reconnects_and_a_refusing_upstream_is_an_outage() {
+    // The relay also sends WebSocket protocol pings, several per silence timeout: they keep TCP alive, but
+    // they are not messages.
     let config = RelayConfig {
         heartbeat_every: None,
         heartbeat_on_connect: false,
+        protocol_pings_every: Some(Duration::from_millis(200)),
     };
     let (relay, server) = start_connected(config, &[]).await;
 
@@ -270,7 +273,7 @@ async fn silence_reconnects_and_a_refusing_upstream_is_an_outage() {
         "pongs keep the connection alive"
     );
 
-    // A relay that says nothing at all is left after the silence timeout.
+    // A relay that sends no message (only protocol pings) is left after the silence timeout.
     relay.set_silent(true).await;
     eventually(20, "a reconnect after silence", || async {
         (relay.connection_count("/sc_eew").await >= 2).then_some(())

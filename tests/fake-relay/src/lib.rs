@@ -70,6 +70,9 @@ pub struct RelayConfig {
     pub heartbeat_every: Option<Duration>,
     /// Send a heartbeat right after a client connects.
     pub heartbeat_on_connect: bool,
+    /// WebSocket protocol pings (not messages) this often, also while silent: a relay that keeps the socket
+    /// alive and says nothing. `None`: never.
+    pub protocol_pings_every: Option<Duration>,
 }
 
 impl Default for RelayConfig {
@@ -77,6 +80,7 @@ impl Default for RelayConfig {
         RelayConfig {
             heartbeat_every: Some(Duration::from_secs(60)),
             heartbeat_on_connect: true,
+            protocol_pings_every: None,
         }
     }
 }
@@ -335,6 +339,11 @@ async fn serve_client(
         .heartbeat_every
         .unwrap_or(Duration::from_secs(86_400 * 365));
     let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let ping_period = config
+        .protocol_pings_every
+        .unwrap_or(Duration::from_secs(86_400 * 365));
+    let mut protocol_ping =
+        tokio::time::interval_at(tokio::time::Instant::now() + ping_period, ping_period);
     loop {
         tokio::select! {
             incoming = socket.next() => match incoming {
@@ -366,6 +375,11 @@ async fn serve_client(
             },
             _ = beat.tick(), if config.heartbeat_every.is_some() => {
                 if !silent() && socket.send(heartbeat(id)).await.is_err() {
+                    break;
+                }
+            }
+            _ = protocol_ping.tick(), if config.protocol_pings_every.is_some() => {
+                if socket.send(Message::Ping(Vec::new().into())).await.is_err() {
                     break;
                 }
             }

@@ -148,11 +148,9 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                 let bytes = match message {
                     Some(Ok(Message::Text(text))) => text.as_bytes().to_vec(),
                     Some(Ok(Message::Binary(bytes))) => bytes.to_vec(),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
-                        last_message = Instant::now();
-                        cx.board.message(&cx.path);
-                        continue;
-                    }
+                    // Protocol pings keep TCP alive (tungstenite answers them); they are not messages, so a
+                    // relay that only pings is reconnected after the silence timeout like one that is silent.
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
                     Some(Ok(Message::Close(frame))) => {
                         return format!("closed by upstream{}", frame.map(|f| format!(": {} {}", f.code, f.reason)).unwrap_or_default());
                     }

@@ -31,7 +31,7 @@ async fn main() -> anyhow::Result<()> {
         args.listen,
         RelayConfig {
             heartbeat_every,
-            heartbeat_on_connect: true,
+            ..RelayConfig::default()
         },
     )
     .await?;
