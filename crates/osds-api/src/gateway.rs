@@ -22,8 +22,6 @@ use tokio::sync::watch;
 pub const ALLOWED_METHODS: &str = "GET, HEAD, OPTIONS";
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-/// JSON bodies buffered at most to compute an ETag; larger ones go out without one.
-const ETAG_BODY_LIMIT: usize = 64 * 1024 * 1024;
 /// Buckets kept before idle, full ones are forgotten.
 const BUCKETS_BEFORE_PRUNE: usize = 4096;
 
@@ -420,9 +418,14 @@ pub async fn caching(request: Request, next: Next) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
-    let response = if is_json && !response.headers().contains_key(header::ETAG) {
+    // A JSON answer is one buffer already (its size is known), so hashing it holds nothing extra, whatever its
+    // size (a full self-sensing event can be tens of MB). A body of unknown size would be a stream: no ETag.
+    let whole = http_body::Body::size_hint(response.body())
+        .exact()
+        .is_some();
+    let response = if is_json && whole && !response.headers().contains_key(header::ETAG) {
         let (mut parts, body) = response.into_parts();
-        let bytes = match axum::body::to_bytes(body, ETAG_BODY_LIMIT).await {
+        let bytes = match axum::body::to_bytes(body, usize::MAX).await {
             Ok(bytes) => bytes,
             Err(e) => {
                 tracing::warn!(error = %e, "a JSON body could not be read for its ETag");
@@ -493,6 +496,32 @@ pub fn compress_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A JSON answer larger than any buffer limit (a big self-sensing export) is served whole, with its ETag.
+    #[tokio::test]
+    async fn a_json_answer_of_any_size_is_served_with_its_etag() {
+        let text = format!("\"{}\"", "x".repeat(65 << 20));
+        let length = text.len();
+        let app = axum::Router::new()
+            .route(
+                "/big",
+                axum::routing::get(move || {
+                    let text = text.clone();
+                    async move { ([(header::CONTENT_TYPE, "application/json")], text) }
+                }),
+            )
+            .layer(axum::middleware::from_fn(caching));
+        let request = axum::http::Request::get("/big")
+            .body(Body::empty())
+            .unwrap();
+        let response = tower::ServiceExt::oneshot(app, request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(response.headers().contains_key(header::ETAG));
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(body.len(), length);
+    }
 
     /// Work that finishes in time is served; work whose answer comes only after the deadline is late even when
     /// it is ready by the time anyone looks (the order is what decides, not the timer's resolution); work that
