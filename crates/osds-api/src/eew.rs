@@ -8,7 +8,7 @@ use crate::response::eew::{
 };
 use crate::response::json;
 use crate::response::status::{
-    Archive, BACKUPS_NOTE, Backups, Decoder, LastBackup, Latest, SourceStatus, Status,
+    Archive, BACKUPS_NOTE, Backups, Decoder, LastBackup, Latest, SourceStatus, Status, file_name,
 };
 use crate::state::AppState;
 use axum::Router;
@@ -112,7 +112,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         .collect();
     let backup_files = osds_store::backup::files(&state.backups).await;
     let backups = Backups {
-        directory: state.backups.directory.display().to_string(),
+        directory: file_name(&state.backups.directory),
         every_seconds: state.backups.every.map(|every| every.as_secs()),
         keep: state.backups.keep,
         last: backup_files.first().map(LastBackup::from),

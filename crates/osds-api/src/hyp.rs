@@ -222,8 +222,9 @@ async fn report(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("event `{id}` has no report {number}")))?;
     let mut response = json(&HypReport::from_row(&row))?;
-    // A report never changes: its payload's hash identifies it.
-    if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", row.sha256)) {
+    // A report never changes: its payload's hash identifies it. Weak, because the identity, gzip and br bodies
+    // of one report share it.
+    if let Ok(etag) = HeaderValue::from_str(&format!("W/\"{}\"", row.sha256)) {
         response.headers_mut().insert(header::ETAG, etag);
     }
     Ok(response)

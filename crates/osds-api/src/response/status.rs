@@ -90,7 +90,7 @@ pub struct LastBackup {
 impl From<&BackupFile> for LastBackup {
     fn from(file: &BackupFile) -> LastBackup {
         LastBackup {
-            path: file.path.display().to_string(),
+            path: file_name(&file.path),
             size_bytes: file.size_bytes,
             created_at: file.created_at.clone(),
         }
@@ -134,4 +134,11 @@ pub struct Latest<'a> {
     pub sources: Vec<SourceState>,
     pub server_time: String,
     pub note: &'static str,
+}
+
+/// A file's or directory's own name: `/status` names server files, it does not show where they are.
+pub fn file_name(path: &std::path::Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
