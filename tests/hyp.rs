@@ -507,3 +507,37 @@ async fn the_shaper_is_hot_swapped_through_the_admin_socket_with_a_canary() {
     assert!(back.status.success(), "{}", text(&back));
     assert_eq!(shaper_name().await, "hyp-shaper");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_detector_that_stopped_writing_its_state_is_shown_stale_not_ok() {
+    let dir = tempdir("hyp-stale");
+    let database = new_archive(&dir).await;
+    // The last state a detector wrote a minute ago, claiming to run with a healthy source, then died.
+    let written_at = osds_time::now_ms() - 60_000;
+    let (_store, mut writer) = osds_store::open(&database).await.unwrap();
+    let running = json!({
+        "state": "running",
+        "algorithm": ALGORITHM,
+        "sources": [{ "source": "kmoni", "health": "ok" }],
+        "errors": [],
+    });
+    writer
+        .set_hyp_state("detector", written_at, &running)
+        .await
+        .unwrap();
+    drop(writer);
+
+    let server = start_server_in(dir, "ws://127.0.0.1:9", &["--no-ingest"]).removing_dir();
+    let status = get_json(&server.url("/hyp/status")).await;
+    assert_eq!(status["detector"]["state"], "stale", "{status}");
+    assert_eq!(status["detector"]["updatedAt"], written_at);
+    assert_eq!(status["sources"][0]["health"], "stale", "{status}");
+    assert!(
+        status["sources"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no state for"),
+        "{status}"
+    );
+    Contract::load().check("HypStatus", &status, "/hyp/status");
+}

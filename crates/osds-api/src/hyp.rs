@@ -15,7 +15,7 @@ use axum::http::{HeaderValue, header};
 use axum::routing::get;
 use osds_store::{HypFilter, HypStationRow};
 use osds_time::now_ms;
-use serde_json::json;
+use serde_json::{Value, json};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -74,10 +74,49 @@ impl EventParts {
     }
 }
 
+/// A running process writes its state every 5 s: one that has not for this long has stopped without saying so.
+const STALE_AFTER_MS: i64 = 30_000;
+
+/// A process's state with `updatedAt`, and, when it claims to be running but has not written for
+/// [`STALE_AFTER_MS`], `state: stale` and every source it reported `stale` too: a dead detector is not `ok`.
+fn with_staleness(row: osds_store::HypStateRow, now: i64) -> Value {
+    let mut document = row.state;
+    let Some(object) = document.as_object_mut() else {
+        return document;
+    };
+    object.insert("updatedAt".into(), json!(row.updated_at));
+    let claims_running = object.get("state").and_then(Value::as_str) == Some("running");
+    if claims_running && now - row.updated_at > STALE_AFTER_MS {
+        let silent_for = (now - row.updated_at) / 1000;
+        object.insert("state".into(), json!("stale"));
+        if let Some(sources) = object.get_mut("sources").and_then(Value::as_array_mut) {
+            for source in sources.iter_mut().filter_map(Value::as_object_mut) {
+                source.insert("health".into(), json!("stale"));
+                source.insert(
+                    "detail".into(),
+                    json!(format!(
+                        "the detector has written no state for {silent_for} s"
+                    )),
+                );
+            }
+        }
+    }
+    document
+}
+
 async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
     Params::parse(query.as_deref())?.finish()?;
-    let detector = state.store.hyp_state("detector").await?;
-    let recorder = state.store.hyp_state("recorder").await?;
+    let now = now_ms();
+    let detector = state
+        .store
+        .hyp_state("detector")
+        .await?
+        .map(|row| with_staleness(row, now));
+    let recorder = state
+        .store
+        .hyp_state("recorder")
+        .await?
+        .map(|row| with_staleness(row, now));
     let algorithm = match detector.as_ref().and_then(|d| d["algorithm"].as_str()) {
         Some(algorithm) => algorithm.to_string(),
         None => state
@@ -112,7 +151,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
             reports,
         },
         shaper: shaper.info().into(),
-        server_time: now_ms(),
+        server_time: now,
     })
 }
 

@@ -77,6 +77,13 @@ pub struct HypStationRow {
     pub metrics: Vec<StationMetric>,
 }
 
+/// The latest state a detection or recording process wrote (its own document) and when (Unix ms).
+#[derive(Debug, Clone)]
+pub struct HypStateRow {
+    pub state: serde_json::Value,
+    pub updated_at: i64,
+}
+
 /// Filters of `/hyp/events`, already validated.
 #[derive(Debug, Clone, Default)]
 pub struct HypFilter {
@@ -384,13 +391,18 @@ impl Store {
     }
 
     /// The latest state recorded under `name` (`detector`, `recorder`).
-    pub async fn hyp_state(&self, name: &str) -> anyhow::Result<Option<serde_json::Value>> {
-        let state: Option<String> =
-            sqlx::query_scalar("SELECT state FROM hyp_state WHERE name = ?")
-                .bind(name)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(state.and_then(|s| serde_json::from_str(&s).ok()))
+    pub async fn hyp_state(&self, name: &str) -> anyhow::Result<Option<HypStateRow>> {
+        let row = sqlx::query("SELECT state, updated_at FROM hyp_state WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(|row| {
+            let state = serde_json::from_str(row.get::<&str, _>("state")).ok()?;
+            Some(HypStateRow {
+                state,
+                updated_at: row.get("updated_at"),
+            })
+        }))
     }
 
     /// The algorithm of the most recent report, if any.
