@@ -176,6 +176,25 @@ async fn websocket_ready_report_status_and_ping() {
         .unwrap();
     assert_eq!(ws_next(&mut fresh).await.unwrap()["cursor"], 4);
 
+    // A message over the consumer limit (64 KiB) closes the socket with 1009, naming the cursor.
+    fresh
+        .send(Message::text("x".repeat(65 * 1024)))
+        .await
+        .unwrap();
+    let close = loop {
+        match fresh.next().await {
+            Some(Ok(Message::Close(frame))) => break frame,
+            Some(Ok(_)) => continue,
+            other => panic!("no close frame: {other:?}"),
+        }
+    };
+    let close = close.expect("a close frame with a code");
+    assert_eq!(u16::from(close.code), 1009);
+    assert!(
+        close.reason.contains("resume after report id 4"),
+        "{close:?}"
+    );
+
     // A plain GET and a bad cursor are refused with the JSON error body.
     let plain = reqwest::get(server.url("/ws")).await.unwrap();
     assert_eq!(plain.status(), 400);

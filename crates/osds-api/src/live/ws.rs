@@ -68,6 +68,15 @@ pub async fn ws(
     }))
 }
 
+/// Whether a read failed because the consumer sent a message over [`MAX_INCOMING`] (answered with close code
+/// 1009, "message too big", rather than a silent drop).
+fn too_big(error: &axum::Error) -> bool {
+    matches!(
+        std::error::Error::source(error).and_then(|e| e.downcast_ref::<tungstenite::Error>()),
+        Some(tungstenite::Error::Capacity(_))
+    )
+}
+
 /// Why a message could not be handed to a consumer.
 enum Stop {
     /// The consumer is gone.
@@ -169,6 +178,10 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
                         Outgoing::Nothing
                     }
                 }
+                Some(Err(e)) if too_big(&e) => break Some((
+                    1009,
+                    format!("a message over {MAX_INCOMING} bytes; consumers only send `ping`; resume after report id {}", feed.cursor()),
+                )),
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
                 Some(Ok(_)) => {
                     last_heard = Instant::now();
