@@ -367,9 +367,7 @@ pub struct RestoreOutcome {
 /// and moves report ids past every id the replaced archive can have handed out (its horizon when it can be
 /// read, else the id reservation beside it; see `ids.rs`), so no cursor ever names two reports.
 pub async fn restore(backup_file: &Path, database_url: &str) -> anyhow::Result<RestoreOutcome> {
-    let options = SqliteConnectOptions::from_str(database_url)
-        .with_context(|| format!("database url `{database_url}`"))?;
-    let database = options.get_filename().to_path_buf();
+    let database = crate::database_path(database_url)?;
     let _lock = crate::ArchiveLock::acquire(&database)?;
     anyhow::ensure!(
         backup_file.is_file(),
@@ -381,26 +379,23 @@ pub async fn restore(backup_file: &Path, database_url: &str) -> anyhow::Result<R
         .with_context(|| format!("{} is not an osds archive", backup_file.display()))?;
     // The replaced archive's own horizon when it can be read; else the reservation, which is at or above every
     // id it handed out.
-    let replaced = match database.is_file() {
-        true => horizon_of(&database).await.map_err(|e| {
+    let replaced = if database.is_file() {
+        horizon_of(&database).await.map_err(|e| {
             tracing::warn!(database = %database.display(), error = format!("{e:#}"), "the database being replaced cannot be read; ids continue after its id reservation");
-        }),
-        false => Err(()),
+        })
+    } else {
+        Err(())
     };
     let floor =
         backup_high_water.max(replaced.unwrap_or_else(|()| crate::ids::reserved(&database)));
 
     // The copy gets its final name only when complete and synced.
-    let mut temporary = database.as_os_str().to_owned();
-    temporary.push("-restoring");
-    let temporary = PathBuf::from(temporary);
+    let temporary = crate::store::beside(&database, "-restoring");
     std::fs::copy(backup_file, &temporary)
         .with_context(|| format!("copy {} to {}", backup_file.display(), temporary.display()))?;
     std::fs::File::open(&temporary)?.sync_all()?;
     for suffix in ["-wal", "-shm"] {
-        let mut stale = database.as_os_str().to_owned();
-        stale.push(suffix);
-        match std::fs::remove_file(PathBuf::from(stale)) {
+        match std::fs::remove_file(crate::store::beside(&database, suffix)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).context("remove the replaced database's WAL"),

@@ -20,10 +20,8 @@ pub(crate) const HORIZON: &str =
 const BLOCK: i64 = 1024;
 
 /// The reservation file of the database at `database`.
-pub fn reservation_path(database: &Path) -> PathBuf {
-    let mut name = database.as_os_str().to_owned();
-    name.push("-ids");
-    PathBuf::from(name)
+fn reservation_path(database: &Path) -> PathBuf {
+    crate::store::beside(database, "-ids")
 }
 
 /// The highest id reserved for the database at `database` (0 when nothing was reserved).

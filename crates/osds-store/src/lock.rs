@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use std::fs::{File, TryLockError};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The lock, held while this value lives.
 pub struct ArchiveLock {
@@ -14,7 +14,7 @@ pub struct ArchiveLock {
 impl ArchiveLock {
     /// Takes the lock of the database file `database`, or says that a service holds it.
     pub fn acquire(database: &Path) -> anyhow::Result<ArchiveLock> {
-        let path = lock_path(database);
+        let path = crate::store::beside(database, "-lock");
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("create directory {}", parent.display()))?;
@@ -37,10 +37,4 @@ impl ArchiveLock {
             }
         }
     }
-}
-
-fn lock_path(database: &Path) -> PathBuf {
-    let mut name = database.as_os_str().to_owned();
-    name.push("-lock");
-    PathBuf::from(name)
 }
