@@ -679,16 +679,41 @@ pub async fn installed_decoders(
     Ok(InstalledDecoders { set, previous })
 }
 
-/// The decoder with this SHA-256: one loaded at start, else the stored bytes.
-async fn find(
+/// What is put back after a restart: a decoder or the shaper.
+trait Component: Sized + Send + 'static {
+    fn load(runtime: &Arc<Runtime>, wasm: &[u8]) -> anyhow::Result<Self>;
+    fn sha256(&self) -> &str;
+}
+
+impl Component for DecoderComponent {
+    fn load(runtime: &Arc<Runtime>, wasm: &[u8]) -> anyhow::Result<Self> {
+        DecoderComponent::load(runtime, wasm)
+    }
+    fn sha256(&self) -> &str {
+        &self.info().sha256
+    }
+}
+
+impl Component for ShaperComponent {
+    fn load(runtime: &Arc<Runtime>, wasm: &[u8]) -> anyhow::Result<Self> {
+        ShaperComponent::load(runtime, wasm)
+    }
+    fn sha256(&self) -> &str {
+        &self.info().sha256
+    }
+}
+
+/// The component with this SHA-256: one of `known` (loaded at start), else loaded from `wasm` or the bytes
+/// stored when it was installed.
+async fn find<C: Component>(
     runtime: &Arc<Runtime>,
-    known: &[Arc<DecoderComponent>],
+    known: &[Arc<C>],
     store: &Store,
     sha256: &str,
     wasm: Option<Vec<u8>>,
-) -> anyhow::Result<Arc<DecoderComponent>> {
-    if let Some(decoder) = known.iter().find(|d| d.info().sha256 == sha256) {
-        return Ok(decoder.clone());
+) -> anyhow::Result<Arc<C>> {
+    if let Some(component) = known.iter().find(|c| c.sha256() == sha256) {
+        return Ok(component.clone());
     }
     let wasm = match wasm {
         Some(wasm) => wasm,
@@ -698,10 +723,10 @@ async fn find(
             .context("its .wasm is neither built in nor stored")?,
     };
     let runtime = runtime.clone();
-    let decoder = tokio::task::spawn_blocking(move || DecoderComponent::load(&runtime, &wasm))
+    let component = tokio::task::spawn_blocking(move || C::load(&runtime, &wasm))
         .await
         .context("loading the component failed")??;
-    Ok(Arc::new(decoder))
+    Ok(Arc::new(component))
 }
 
 /// The hyp report shaper a service starts with: the built-in one, or the one last installed (or rolled back to)
@@ -719,28 +744,8 @@ pub async fn installed_shaper(
     else {
         return Ok((built_in, None));
     };
-    let load = |sha256: String, wasm: Option<Vec<u8>>| {
-        let built_in = built_in.clone();
-        async move {
-            if built_in.info().sha256 == sha256 {
-                return Ok(built_in);
-            }
-            let wasm = match wasm {
-                Some(wasm) => wasm,
-                None => store
-                    .component_file(&sha256)
-                    .await?
-                    .context("its .wasm is neither built in nor stored")?,
-            };
-            let runtime = runtime.clone();
-            let shaper =
-                tokio::task::spawn_blocking(move || ShaperComponent::load(&runtime, &wasm))
-                    .await
-                    .context("loading the shaper failed")??;
-            anyhow::Ok(Arc::new(shaper))
-        }
-    };
-    let current = match load(change.sha256.clone(), change.wasm).await {
+    let known = [built_in.clone()];
+    let current = match find(runtime, &known, store, &change.sha256, change.wasm).await {
         Ok(current) => current,
         Err(e) => {
             tracing::warn!(sha256 = %change.sha256, error = format!("{e:#}"), "the installed shaper cannot be put back; the built-in one shapes");
@@ -749,7 +754,7 @@ pub async fn installed_shaper(
     };
     tracing::info!(name = %current.info().name, sha256 = %change.sha256, "installed shaper put back");
     let previous = match change.previous_sha256 {
-        Some(sha256) => load(sha256, None).await.ok(),
+        Some(sha256) => find(runtime, &known, store, &sha256, None).await.ok(),
         None => None,
     };
     Ok((current, previous))
