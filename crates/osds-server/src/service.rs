@@ -246,11 +246,16 @@ impl Service {
     /// The public router with the gateway's layers, for requests sent in-process (no socket: every request
     /// counts as coming from 127.0.0.1).
     pub fn router(&self) -> axum::Router {
+        self.router_at(&format!("http://{}/api/v1", self.listen))
+    }
+
+    /// The public router; `served_at` is the base URL named to clients unless one is configured.
+    fn router_at(&self, served_at: &str) -> axum::Router {
         let mut gateway = self.gateway.clone();
         gateway.public_base_url = self
             .public_base_url
             .clone()
-            .unwrap_or_else(|| format!("http://{}/api/v1", self.listen));
+            .unwrap_or_else(|| served_at.to_string());
         let gateway = Gateway::new(gateway, self.state.shutdown.clone());
         osds_api::router(self.state.clone(), gateway)
     }
@@ -268,13 +273,8 @@ impl Service {
             .with_context(|| format!("listen on {listen}"))?;
         let address = listener.local_addr()?;
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let mut gateway = self.gateway.clone();
-        gateway.public_base_url = self
-            .public_base_url
-            .clone()
-            .unwrap_or_else(|| format!("{scheme}://{address}/api/v1"));
-        let gateway = Gateway::new(gateway, self.state.shutdown.clone());
-        let app = osds_api::router(self.state.clone(), gateway)
+        let app = self
+            .router_at(&format!("{scheme}://{address}/api/v1"))
             .into_make_service_with_connect_info::<Peer>();
         let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
         let stopping = self.stopping.clone();
