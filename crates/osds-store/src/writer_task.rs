@@ -75,15 +75,14 @@ impl WriterTask {
 
     /// A session id for a new upstream connection (0 if the archive task is gone).
     pub async fn open_session(&self, path: &str, role: &'static str, url: &str) -> i64 {
-        let (reply, answer) = oneshot::channel();
-        self.send(Command::OpenSession {
+        self.ask(|reply| Command::OpenSession {
             path: path.into(),
             role,
             url: url.into(),
             reply,
         })
-        .await;
-        answer.await.unwrap_or(0)
+        .await
+        .unwrap_or(0)
     }
 
     pub async fn session_connected(&self, id: i64) {
@@ -109,26 +108,29 @@ impl WriterTask {
 
     /// Waits until everything sent before is committed.
     pub async fn flush(&self) {
-        let (reply, done) = oneshot::channel();
-        self.send(Command::Flush(reply)).await;
-        let _ = done.await;
+        self.ask(Command::Flush).await;
     }
 
     /// Records a decoder change durably (after everything sent before).
     pub async fn record_component(&self, change: ComponentChange) -> anyhow::Result<()> {
-        let (reply, done) = oneshot::channel();
-        self.send(Command::RecordComponent { change, reply }).await;
-        done.await
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the archive task has stopped")))
+        self.ask(|reply| Command::RecordComponent { change, reply })
+            .await
+            .unwrap_or_else(|| Err(anyhow::anyhow!("the archive task has stopped")))
     }
 
     /// Commits everything sent before, then closes the archive (see [`Writer::close`]): the task ends, and
     /// commands sent later are not executed.
     pub async fn close(&self) -> anyhow::Result<()> {
-        let (reply, done) = oneshot::channel();
-        self.send(Command::Close(reply)).await;
-        done.await
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the archive task had already stopped")))
+        self.ask(Command::Close)
+            .await
+            .unwrap_or_else(|| Err(anyhow::anyhow!("the archive task had already stopped")))
+    }
+
+    /// Sends a command that replies, and waits for the reply (`None` when the task is gone).
+    async fn ask<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+        let (reply, answer) = oneshot::channel();
+        self.send(command(reply)).await;
+        answer.await.ok()
     }
 
     async fn send(&self, command: Command) {
