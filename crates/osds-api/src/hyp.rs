@@ -60,7 +60,7 @@ impl EventParts {
         })
     }
 
-    fn event(self: &mut EventParts, exported_at: Option<i64>) -> HypEvent<'_> {
+    fn event(&mut self, exported_at: Option<i64>) -> HypEvent<'_> {
         HypEvent {
             head: HypEventHead::from_row(&self.row),
             reports: std::mem::take(&mut self.reports),
