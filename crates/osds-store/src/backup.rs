@@ -390,12 +390,12 @@ pub async fn restore(backup_file: &Path, database_url: &str) -> anyhow::Result<R
         backup_high_water.max(replaced.unwrap_or_else(|()| crate::ids::reserved(&database)));
 
     // The copy gets its final name only when complete and synced.
-    let temporary = crate::store::beside(&database, "-restoring");
+    let temporary = crate::beside::beside(&database, "-restoring");
     std::fs::copy(backup_file, &temporary)
         .with_context(|| format!("copy {} to {}", backup_file.display(), temporary.display()))?;
     std::fs::File::open(&temporary)?.sync_all()?;
     for suffix in ["-wal", "-shm"] {
-        match std::fs::remove_file(crate::store::beside(&database, suffix)) {
+        match std::fs::remove_file(crate::beside::beside(&database, suffix)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).context("remove the replaced database's WAL"),

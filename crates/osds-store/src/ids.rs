@@ -21,7 +21,7 @@ const BLOCK: i64 = 1024;
 
 /// The reservation file of the database at `database`.
 fn reservation_path(database: &Path) -> PathBuf {
-    crate::store::beside(database, "-ids")
+    crate::beside::beside(database, "-ids")
 }
 
 /// The highest id reserved for the database at `database` (0 when nothing was reserved).

@@ -2,6 +2,7 @@
 //! Writes go through one [`Writer`] (see `writer.rs`), so report ids increase in commit order; reads use a pool.
 
 pub mod backup;
+mod beside;
 mod checkpoint;
 mod components;
 mod counts;

@@ -14,7 +14,7 @@ pub struct ArchiveLock {
 impl ArchiveLock {
     /// Takes the lock of the database file `database`, or says that a service holds it.
     pub fn acquire(database: &Path) -> anyhow::Result<ArchiveLock> {
-        let path = crate::store::beside(database, "-lock");
+        let path = crate::beside::beside(database, "-lock");
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("create directory {}", parent.display()))?;

@@ -35,13 +35,6 @@ impl Store {
     }
 }
 
-/// A file beside the database file `database`, named after it with `suffix` (`-wal`, `-ids`, `-lock`, ...).
-pub(crate) fn beside(database: &std::path::Path, suffix: &str) -> std::path::PathBuf {
-    let mut name = database.as_os_str().to_owned();
-    name.push(suffix);
-    name.into()
-}
-
 /// The database file a SQLite URL names.
 pub fn database_path(url: &str) -> anyhow::Result<std::path::PathBuf> {
     let options =
