@@ -376,3 +376,147 @@ async fn a_killed_server_keeps_every_committed_frame_intact_without_gaps_or_dupl
         );
     }
 }
+
+/// A cq report made `padding` bytes larger by a field the decoder does not read: more than the archive's WAL
+/// holds, so archiving it must grow a file.
+fn big_cq_frame(event: &str, revision: i64, padding: usize) -> String {
+    let frame = cq_frame(event, revision);
+    format!(
+        r#"{},"Padding":"{}"}}"#,
+        frame.trim_end_matches('}'),
+        "x".repeat(padding)
+    )
+}
+
+/// Fills the file system at `dir` (as the server's process sees it) with one file, until it is full.
+fn fill(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let block = vec![0u8; 64 << 10];
+    loop {
+        match file.write_all(&block) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(28) => return path,
+            Err(e) => panic!("filling {}: {e}", dir.display()),
+        }
+    }
+}
+
+async fn writes(server: &Server) -> Value {
+    get_json(&server.url("/status")).await["writes"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_disk_holds_frames_in_order_until_there_is_room_and_sigterm_still_stops() {
+    // The archive lives on a small tmpfs mounted in the server's own mount namespace (no privileges needed
+    // beyond a user namespace); the test reaches it through /proc/PID/root.
+    let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
+    let dir = support::tempdir("full-disk");
+    let disk = dir.join("disk");
+    std::fs::create_dir_all(&disk).unwrap();
+    let mount = format!(
+        "mount -t tmpfs -o size=16m tmpfs '{}' && exec \"$0\" \"$@\"",
+        disk.display()
+    );
+    let mut server = support::launch(dir.clone(), &relay.url(), &["--shutdown-grace-secs", "2"])
+        .database(disk.join("osds.db"))
+        .wrapped(
+            "unshare",
+            ["--user", "--map-root-user", "--mount", "sh", "-c", &mount],
+        )
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    for path in fake_relay::channel_paths() {
+        assert!(relay.wait_connected(path, 1, Duration::from_secs(20)).await);
+    }
+    wait_queries_done(&relay).await;
+    let seen_disk =
+        std::path::PathBuf::from(format!("/proc/{}/root{}", server.pid(), disk.display()));
+    assert!(
+        seen_disk.join("osds.db").exists(),
+        "the archive is on the tmpfs"
+    );
+    assert_eq!(
+        relay
+            .push("cq_eew", cq_frame("2026091011", 1).as_bytes())
+            .await,
+        2
+    );
+    wait_archive(&server, "the first report", |a| a["versions"] == 1).await;
+
+    // Full: a report that needs room waits, and so does everything received after it, in order.
+    let filler = fill(&seen_disk);
+    let big = big_cq_frame("2026091012", 1, 3 << 20);
+    assert_eq!(relay.push_to("/cq_eew", big.as_bytes()).await, 1);
+    let failing = eventually(30, "writes failing for lack of room", || async {
+        let status = get_json(&server.url("/status")).await;
+        (status["writes"]["writable"] == false).then_some(status)
+    })
+    .await;
+    assert_eq!(failing["healthy"], false);
+    assert_eq!(failing["writes"]["failure"]["code"], "disk_full");
+    for revision in 2..=3 {
+        assert_eq!(
+            relay
+                .push("cq_eew", cq_frame("2026091011", revision).as_bytes())
+                .await,
+            2
+        );
+    }
+    eventually(30, "five frames queued", || async {
+        (writes(&server).await["queuedFrames"] == 5).then_some(())
+    })
+    .await;
+    // Reads are served meanwhile.
+    let page = get_json(&server.url("/reports?after=0")).await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+
+    // Room again: everything that waited is archived, by itself, and the big frame byte for byte.
+    std::fs::remove_file(&filler).unwrap();
+    let archive = wait_archive(&server, "the queued reports", |a| a["versions"] == 4).await;
+    assert_eq!(archive["deliveries"], 7);
+    let writes_now = writes(&server).await;
+    assert_eq!(writes_now["writable"], true, "{writes_now}");
+    assert_eq!(writes_now["queuedFrames"], 0);
+    assert_eq!(writes_now["dropped"], serde_json::json!([]));
+    let status = get_json(&server.url("/status")).await;
+    assert_eq!(status["healthy"], true);
+    let events = get_json(&server.url("/events?source=cq")).await;
+    let event = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e.to_string().contains("2026091012_1"))
+        .unwrap_or_else(|| panic!("the big report's event: {events}"));
+    let id = event["id"].as_str().unwrap();
+    let deliveries = get_json(&server.url(&format!("/events/{id}/deliveries"))).await;
+    let delivery = deliveries["items"][0]["id"].as_i64().unwrap();
+    let raw = reqwest::get(server.url(&format!("/deliveries/{delivery}/raw")))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(raw.as_ref(), big.as_bytes());
+
+    // Full again, with a frame waiting: SIGTERM still stops the service, within the shutdown grace, and says
+    // what it could not archive.
+    let filler = fill(&seen_disk);
+    let big = big_cq_frame("2026091013", 1, 3 << 20);
+    relay.push_to("/cq_eew", big.as_bytes()).await;
+    eventually(30, "writes failing again", || async {
+        (writes(&server).await["writable"] == false).then_some(())
+    })
+    .await;
+    server.stop().await;
+    assert!(
+        server
+            .log()
+            .contains("could not write within the shutdown grace"),
+        "{}",
+        server.log()
+    );
+    drop(filler);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -29,6 +29,7 @@ pub fn config(dir: &Path, upstream: Option<&str>) -> ServiceConfig {
         live: LiveConfig::default(),
         components_dir: None,
         report_cache_mb: 16,
+        ingest_queue_bytes: osds_store::DEFAULT_QUEUE_BYTES,
         canary_fixtures: None,
         canary_recent: 0,
         admin_socket: dir.join("admin.sock"),

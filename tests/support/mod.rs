@@ -128,6 +128,13 @@ pub fn start_server(upstream: &str, extra: &[&str]) -> Server {
 
 /// Like [`start_server`], on the database already in `dir` (for restarts); the directory stays.
 pub fn start_server_in(dir: PathBuf, upstream: &str, extra: &[&str]) -> Server {
+    launch(dir, upstream, extra)
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// How [`start_server_in`] starts the server, for a test that adds to it.
+pub fn launch(dir: PathBuf, upstream: &str, extra: &[&str]) -> osds_testkit::server::Launch {
     osds_testkit::server::Launch::new(env!("CARGO_BIN_EXE_osds"), dir)
         .args(["--upstream-url", upstream])
         .args([
@@ -140,8 +147,6 @@ pub fn start_server_in(dir: PathBuf, upstream: &str, extra: &[&str]) -> Server {
         ])
         .args(relaxed_limits(extra))
         .args(extra.iter().copied())
-        .start()
-        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// GET `url` and parse the JSON body; panics with the body on a non-2xx status.

@@ -8,7 +8,8 @@ use crate::response::eew::{
 };
 use crate::response::json;
 use crate::response::status::{
-    Archive, BACKUPS_NOTE, Backups, Decoder, LastBackup, Latest, SourceStatus, Status, file_name,
+    Archive, BACKUPS_NOTE, Backups, Decoder, LastBackup, Latest, SourceStatus, Status, Writes,
+    file_name,
 };
 use crate::state::AppState;
 use axum::Router;
@@ -103,7 +104,8 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
             state: s,
         })
         .collect();
-    let healthy = sources.iter().all(|s| s.state.connected);
+    let writes = Writes::from(state.writes.health());
+    let healthy = writes.writable && sources.iter().all(|s| s.state.connected);
     let decoder_set = state.decoders.load();
     let loaded = decoder_set.decoders();
     let decoders = loaded
@@ -131,6 +133,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         outages: outages.iter().map(Outage::from_row).collect(),
         backups,
         decoders,
+        writes,
     })
 }
 

@@ -6,7 +6,7 @@ use crate::recent::RecentReports;
 use crate::report_cache::ReportCache;
 use crate::upstream::Upstream;
 use osds_runtime::{SharedDecoders, SharedShaper};
-use osds_store::{BackupSettings, Store};
+use osds_store::{BackupSettings, Store, WriteMonitor};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -19,6 +19,8 @@ pub struct AppState {
     pub decoders: SharedDecoders,
     /// The commit horizon published by the archive writer.
     pub high_water: watch::Receiver<i64>,
+    /// Whether the archive writes, and the received frames waiting for it.
+    pub writes: WriteMonitor,
     pub live_config: LiveConfig,
     /// Becomes true when the service stops: live connections close so shutdown does not wait on them.
     pub shutdown: watch::Receiver<bool>,

@@ -36,6 +36,8 @@ pub struct ServiceConfig {
     pub components_dir: Option<PathBuf>,
     /// Memory for rendered report versions, MiB.
     pub report_cache_mb: usize,
+    /// Received frames that may wait while the archive cannot write, bytes.
+    pub ingest_queue_bytes: usize,
     pub canary_fixtures: Option<PathBuf>,
     pub canary_recent: i64,
     /// The local admin socket of `osds components`.
@@ -114,6 +116,7 @@ impl Service {
             live,
             components_dir,
             report_cache_mb,
+            ingest_queue_bytes,
             canary_fixtures,
             canary_recent,
             admin_socket: admin_path,
@@ -143,7 +146,7 @@ impl Service {
         writer.close_stale_sessions().await?;
         board.seed_last_received(store.last_receptions().await?);
         tracing::info!(database = %database_url, high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
-        let writer_task = WriterTask::spawn(writer);
+        let writer_task = WriterTask::spawn(writer, ingest_queue_bytes);
 
         let ingester = if let Some(upstream) = upstream {
             tracing::info!(upstream = %upstream.url, "ingesting from the relay");
@@ -206,6 +209,7 @@ impl Service {
             upstream: board.clone(),
             decoders,
             high_water: writer_task.high_water(),
+            writes: writer_task.monitor(),
             live_config: live,
             shutdown,
             backups: Arc::new(backups),
@@ -340,16 +344,26 @@ impl Service {
                 .outage_begin(&source, "service stopped")
                 .await;
         }
-        match self.writer_task.close().await {
-            Ok(()) => tracing::info!(
+        // An archive that cannot write (a full disk) would keep the stop waiting for ever: it gets the grace.
+        match tokio::time::timeout(self.shutdown_grace, self.writer_task.close()).await {
+            Ok(Ok(())) => tracing::info!(
                 database = %self.database_url,
                 "archive closed: every commit is in the database file"
             ),
-            Err(e) => tracing::error!(
+            Ok(Err(e)) => tracing::error!(
                 database = %self.database_url,
                 error = format!("{e:#}"),
                 "archive not closed cleanly: its WAL file holds the last commits"
             ),
+            Err(_) => {
+                let health = self.writer_task.monitor().health();
+                tracing::error!(
+                    database = %self.database_url,
+                    reason = health.failure.as_ref().map_or("slow", |f| f.code),
+                    frames = health.queued_frames,
+                    "the archive could not write within the shutdown grace: the frames still queued are not archived"
+                );
+            }
         }
     }
 }

@@ -2,12 +2,12 @@
 //! summaries with the visibility rule, event-level station peaks, and the detector/recorder state.
 
 use crate::store::Store;
-use crate::writer::WRITE_TRANSACTION;
 use crate::writer::Writer;
+use crate::writer::begin;
 use anyhow::Context;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use sqlx::{Connection, Row};
+use sqlx::Row;
 
 /// A peak of one station for one layered metric (`surface:pgaGal`, `underground:intensity`, ...).
 #[derive(Debug, Clone, Deserialize)]
@@ -118,7 +118,7 @@ impl Writer {
             input.status
         );
         let sha256 = hex::encode(Sha256::digest(&input.payload));
-        let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;
+        let mut tx = begin(&mut self.conn, &self.options).await?;
         let latest: Option<i64> =
             sqlx::query_scalar("SELECT latest_number FROM hyp_events WHERE id = ?")
                 .bind(&input.event_id)
@@ -191,7 +191,7 @@ impl Writer {
         event_id: &str,
         metrics: &[StationMetric],
     ) -> anyhow::Result<u64> {
-        let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;
+        let mut tx = begin(&mut self.conn, &self.options).await?;
         let known: Option<i64> = sqlx::query_scalar("SELECT 1 FROM hyp_events WHERE id = ?")
             .bind(event_id)
             .fetch_optional(&mut *tx)

@@ -32,4 +32,6 @@ pub use store::{DEFAULT_DATABASE_URL, ROW_BUFFER, Store, database_path, open, op
 pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };
-pub use writer_task::{ComponentChange, WriterTask};
+pub use writer_task::{
+    ComponentChange, DEFAULT_QUEUE_BYTES, WriteFailure, WriteHealth, WriteMonitor, WriterTask,
+};

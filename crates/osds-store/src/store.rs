@@ -73,16 +73,16 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("create database directory {}", parent.display()))?;
     }
-    let mut write_conn = options
+    let mut conn = options
         .connect()
         .await
         .with_context(|| format!("open database {url}"))?;
     MIGRATOR
-        .run(&mut write_conn)
+        .run(&mut conn)
         .await
         .context("run database migrations")?;
     let archive_id: String = sqlx::query_scalar("SELECT archive_id FROM archive")
-        .fetch_one(&mut write_conn)
+        .fetch_one(&mut conn)
         .await
         .context("read the archive's identity")?;
     let pool = SqlitePoolOptions::new()
@@ -94,7 +94,9 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         .connect()
         .await
         .with_context(|| format!("open database {url} for checkpoints"))?;
-    let writer = Writer::new(write_conn, checkpoint_conn, options.get_filename()).await?;
+    let writer = Writer::new(conn, options, checkpoint_conn)
+        .await
+        .with_context(|| format!("open database {url} for writing"))?;
     Ok((
         Store {
             pool,

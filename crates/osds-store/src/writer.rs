@@ -7,13 +7,14 @@ use crate::statements::Statements;
 use anyhow::Context;
 use osds_time::{beijing_month, now_rfc3339, parse_ms};
 use sha2::{Digest, Sha256};
-use sqlx::{Connection, Row, SqliteConnection};
+use sqlx::sqlite::{Sqlite, SqliteConnectOptions, SqliteTransactionManager};
+use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, Transaction, TransactionManager};
 use std::collections::BTreeSet;
 use wolfx_core::Report;
 
 /// Write transactions take the write lock up front: a deferred one that read first could not upgrade after
 /// another process (`osds reparse`, `osds backup`) committed, and SQLite would refuse it without waiting.
-pub(super) const WRITE_TRANSACTION: &str = "BEGIN IMMEDIATE";
+const WRITE_TRANSACTION: &str = "BEGIN IMMEDIATE";
 
 /// Revisions above this are not expanded into a missing-revisions list (a garbage `ReportNum` must not make a
 /// list of millions).
@@ -27,6 +28,17 @@ pub struct Incoming {
     pub frame: Vec<u8>,
     pub marker: &'static str,
     pub units: Vec<UnitRecord>,
+}
+
+impl Incoming {
+    /// The channel the frame belongs to: its first report's or unparsed unit's (`None` when it has none).
+    pub fn source(&self) -> Option<&str> {
+        self.units.iter().find_map(|u| match &u.kind {
+            UnitKind::Report { source, .. } => Some(source.as_str()),
+            UnitKind::Unparsed { source, .. } => source.as_deref(),
+            UnitKind::Ignored => None,
+        })
+    }
 }
 
 /// One decodable unit of a frame (the frame itself, or an element of a JSON-array frame).
@@ -92,6 +104,10 @@ pub struct RecoverySummary {
 
 pub struct Writer {
     pub(super) conn: SqliteConnection,
+    /// How `conn` was opened, to open it again after a failed commit (see [`begin`]).
+    pub(super) options: SqliteConnectOptions,
+    /// The session id the next upstream connection gets (see [`Writer::next_session_id`]).
+    next_session_id: i64,
     high_water: i64,
     pub(super) checkpoints: Checkpointer,
     /// Ids are reserved (beside the database file) before a commit hands them out.
@@ -103,23 +119,35 @@ impl Writer {
     /// `checkpoint_conn`.
     pub(super) async fn new(
         mut conn: SqliteConnection,
+        options: SqliteConnectOptions,
         checkpoint_conn: SqliteConnection,
-        database: &std::path::Path,
     ) -> anyhow::Result<Writer> {
-        sqlx::query(&format!(
-            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"
-        ))
-        .execute(&mut conn)
-        .await?;
+        leave_checkpoints_alone(&mut conn).await?;
         let high_water: i64 = sqlx::query_scalar(&format!("SELECT {HORIZON}"))
             .fetch_one(&mut conn)
             .await?;
+        let next_session_id: i64 =
+            sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) + 1 FROM sessions")
+                .fetch_one(&mut conn)
+                .await?;
+        let database = options.get_filename().to_path_buf();
         Ok(Writer {
             conn,
+            options,
+            next_session_id,
             high_water,
             checkpoints: Checkpointer::spawn(checkpoint_conn),
-            ids: IdReservation::open(database),
+            ids: IdReservation::open(&database),
         })
+    }
+
+    /// A session id for a new upstream connection, handed out at once (the row is written with
+    /// [`Writer::open_session_with_id`], in order before anything that names it): a connection never waits
+    /// for the archive to accept its frames.
+    pub fn next_session_id(&mut self) -> i64 {
+        let id = self.next_session_id;
+        self.next_session_id += 1;
+        id
     }
 
     pub fn high_water(&self) -> i64 {
@@ -158,7 +186,7 @@ impl Writer {
 
     /// Archives a batch of frames in one durable transaction (group commit).
     pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
-        let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;
+        let mut tx = begin(&mut self.conn, &self.options).await?;
         let mut summary = IngestSummary::default();
         for incoming in batch {
             let raw_sha256 = hex::encode(Sha256::digest(&incoming.frame));
@@ -200,7 +228,7 @@ impl Writer {
     /// Appends the versions recovered from unparsed deliveries in one durable transaction. The deliveries
     /// themselves are never touched; each recovery is a `reparses` row. A delivery recovered before is skipped.
     pub async fn recover(&mut self, items: &[Recovered]) -> anyhow::Result<RecoverySummary> {
-        let mut tx = self.conn.begin_with(WRITE_TRANSACTION).await?;
+        let mut tx = begin(&mut self.conn, &self.options).await?;
         let mut summary = RecoverySummary::default();
         let now = now_rfc3339();
         for item in items {
@@ -280,16 +308,33 @@ impl Writer {
     }
 
     pub async fn open_session(&mut self, path: &str, role: &str, url: &str) -> anyhow::Result<i64> {
-        let id =
-            sqlx::query("INSERT INTO sessions (path, role, url, started_at) VALUES (?, ?, ?, ?)")
-                .bind(path)
-                .bind(role)
-                .bind(url)
-                .bind(now_rfc3339())
-                .execute(&mut self.conn)
-                .await?
-                .last_insert_rowid();
+        let id = self.next_session_id();
+        self.open_session_with_id(id, path, role, url, &now_rfc3339())
+            .await?;
         Ok(id)
+    }
+
+    /// Records the session `id` (from [`Writer::next_session_id`]) started at `started_at`.
+    pub async fn open_session_with_id(
+        &mut self,
+        id: i64,
+        path: &str,
+        role: &str,
+        url: &str,
+        started_at: &str,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO sessions (id, path, role, url, started_at) VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(id)
+        .bind(path)
+        .bind(role)
+        .bind(url)
+        .bind(started_at)
+        .execute(&mut self.conn)
+        .await?;
+        Ok(())
     }
 
     pub async fn session_connected(&mut self, id: i64) -> anyhow::Result<()> {
@@ -697,4 +742,33 @@ fn upsert_event(
         }
     }
     Ok(())
+}
+
+/// The writer's connection leaves WAL checkpoints to the checkpointer.
+async fn leave_checkpoints_alone(conn: &mut SqliteConnection) -> anyhow::Result<()> {
+    sqlx::query(&format!(
+        "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"
+    ))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Begins a write transaction on `conn`. A commit that failed (a full disk: SQLite has rolled the transaction
+/// back) leaves the connection counting a transaction that no longer exists, and it would refuse every later
+/// one; such a connection is replaced by a new one from `options` first.
+pub(super) async fn begin<'c>(
+    conn: &'c mut SqliteConnection,
+    options: &SqliteConnectOptions,
+) -> anyhow::Result<Transaction<'c, Sqlite>> {
+    // The round trip runs any rollback still queued by a dropped transaction before the depth is read.
+    conn.ping().await?;
+    if SqliteTransactionManager::get_transaction_depth(conn) > 0 {
+        tracing::warn!("the archive connection was left inside a failed transaction; reopening it");
+        let mut fresh = options.connect().await?;
+        leave_checkpoints_alone(&mut fresh).await?;
+        // Closing the old connection rolls back whatever SQLite still held open.
+        drop(std::mem::replace(conn, fresh));
+    }
+    Ok(conn.begin_with(WRITE_TRANSACTION).await?)
 }

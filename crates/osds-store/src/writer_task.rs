@@ -1,7 +1,11 @@
 //! The writer task: owns the [`Writer`], commits frames in groups (one durable commit for whatever queued up
 //! meanwhile), and only after a commit publishes the new high-water mark to live subscribers.
 
-use crate::writer::{Incoming, Writer};
+use crate::writer::{Incoming, IngestSummary, Writer};
+use osds_time::now_rfc3339;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -9,28 +13,76 @@ use tokio::sync::{mpsc, oneshot, watch};
 const GROUP_COMMIT_MAX: usize = 512;
 /// How often the horizon is re-read for versions appended by another process.
 const HORIZON_CHECK: Duration = Duration::from_secs(1);
-/// Frames waiting for the writer before connection tasks are held back.
-const QUEUE_DEPTH: usize = 16_384;
+/// The first wait after a failed write; it doubles up to [`RETRY_CAP`].
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const RETRY_CAP: Duration = Duration::from_secs(5);
+/// Received frames that may wait for the archive when no size is configured.
+pub const DEFAULT_QUEUE_BYTES: usize = 256 << 20;
 
 enum Command {
     Ingest(Box<Incoming>),
-    OpenSession {
-        path: String,
-        role: &'static str,
-        url: String,
-        reply: oneshot::Sender<i64>,
-    },
-    SessionConnected(i64),
-    SessionEnded(i64, String),
-    OutageBegin(String, String),
-    OutageEnd(String),
-    Counter(&'static str, i64),
+    Write(Write),
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<anyhow::Result<()>>),
     RecordComponent {
         change: ComponentChange,
         reply: oneshot::Sender<anyhow::Result<()>>,
     },
+}
+
+/// A write the task retries until the archive takes it.
+enum Write {
+    Batch(Vec<Incoming>),
+    OpenSession {
+        id: i64,
+        path: String,
+        role: &'static str,
+        url: String,
+        started_at: String,
+    },
+    SessionConnected(i64),
+    SessionEnded(i64, String),
+    OutageBegin(String, String),
+    OutageEnd(String),
+    Counter(&'static str, i64),
+}
+
+impl Write {
+    fn what(&self) -> &'static str {
+        match self {
+            Write::Batch(_) => "archiving frames",
+            Write::OpenSession { .. } => "recording a session",
+            Write::SessionConnected(_) => "recording a connect",
+            Write::SessionEnded(..) => "recording a disconnect",
+            Write::OutageBegin(..) => "recording an outage",
+            Write::OutageEnd(_) => "ending an outage",
+            Write::Counter(..) => "counting",
+        }
+    }
+
+    /// Writes it once; a batch tells what it archived.
+    async fn apply(&self, writer: &mut Writer) -> anyhow::Result<Option<IngestSummary>> {
+        match self {
+            Write::Batch(batch) => return writer.ingest(batch).await.map(Some),
+            Write::OpenSession {
+                id,
+                path,
+                role,
+                url,
+                started_at,
+            } => {
+                writer
+                    .open_session_with_id(*id, path, role, url, started_at)
+                    .await?
+            }
+            Write::SessionConnected(id) => writer.session_connected(*id).await?,
+            Write::SessionEnded(id, reason) => writer.session_ended(*id, reason).await?,
+            Write::OutageBegin(source, reason) => writer.outage_begin(source, reason).await?,
+            Write::OutageEnd(source) => writer.outage_end(source).await?,
+            Write::Counter(name, by) => writer.add_counter(name, *by).await?,
+        }
+        Ok(None)
+    }
 }
 
 /// A decoder put in service on a running server (see `components.rs`).
@@ -46,22 +98,91 @@ pub struct ComponentChange {
 }
 
 /// Sends work to the archive task. Cheap to clone.
+///
+/// Nothing that sends waits for the archive: while it cannot write (a full disk), every command waits in
+/// order, received frames up to a size limit; a frame beyond it is dropped and counted for its channel.
 #[derive(Clone)]
 pub struct WriterTask {
-    commands: mpsc::Sender<Command>,
+    commands: mpsc::UnboundedSender<Command>,
     high_water: watch::Receiver<i64>,
+    state: Arc<Mutex<WriteState>>,
+    next_session_id: Arc<AtomicI64>,
+}
+
+/// What the archive task has not written yet, and why.
+struct WriteState {
+    limit_bytes: usize,
+    queued_frames: usize,
+    queued_bytes: usize,
+    /// Frames dropped because the queue was full, per channel (`unrouted` for a frame of none).
+    dropped: BTreeMap<String, u64>,
+    failure: Option<WriteFailure>,
+}
+
+/// Why the archive cannot write at the moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFailure {
+    /// A stable reason: `disk_full`, `io_error`, `locked` or `write_failed`.
+    pub code: &'static str,
+    /// When writes began to fail (RFC 3339).
+    pub since: String,
+    /// Failed attempts so far.
+    pub attempts: u64,
+}
+
+/// The archive task's state as `/status` shows it.
+#[derive(Debug, Clone)]
+pub struct WriteHealth {
+    pub failure: Option<WriteFailure>,
+    pub queued_frames: usize,
+    pub queued_bytes: usize,
+    pub limit_bytes: usize,
+    pub dropped: BTreeMap<String, u64>,
+}
+
+/// A read-only view of the archive task's [`WriteHealth`]. Cheap to clone.
+#[derive(Clone)]
+pub struct WriteMonitor(Arc<Mutex<WriteState>>);
+
+impl WriteMonitor {
+    pub fn health(&self) -> WriteHealth {
+        let state = lock(&self.0);
+        WriteHealth {
+            failure: state.failure.clone(),
+            queued_frames: state.queued_frames,
+            queued_bytes: state.queued_bytes,
+            limit_bytes: state.limit_bytes,
+            dropped: state.dropped.clone(),
+        }
+    }
 }
 
 impl WriterTask {
-    /// Starts the archive task over `writer`.
-    pub fn spawn(writer: Writer) -> WriterTask {
-        let (commands, receiver) = mpsc::channel(QUEUE_DEPTH);
+    /// Starts the archive task over `writer`; up to `queue_bytes` of received frames wait while it cannot
+    /// write.
+    pub fn spawn(mut writer: Writer, queue_bytes: usize) -> WriterTask {
+        let (commands, receiver) = mpsc::unbounded_channel();
         let (high_water_tx, high_water) = watch::channel(writer.high_water());
-        tokio::spawn(run(writer, receiver, high_water_tx));
+        let next_session_id = Arc::new(AtomicI64::new(writer.next_session_id()));
+        let state = Arc::new(Mutex::new(WriteState {
+            limit_bytes: queue_bytes,
+            queued_frames: 0,
+            queued_bytes: 0,
+            dropped: BTreeMap::new(),
+            failure: None,
+        }));
+        tokio::spawn(run(writer, receiver, high_water_tx, state.clone()));
         WriterTask {
             commands,
             high_water,
+            state,
+            next_session_id,
         }
+    }
+
+    /// Reads whether the archive writes and what waits for it (for `/status`).
+    pub fn monitor(&self) -> WriteMonitor {
+        WriteMonitor(self.state.clone())
     }
 
     /// The commit horizon: every report id at or below it is durably committed. Changes after each commit.
@@ -69,41 +190,68 @@ impl WriterTask {
         self.high_water.clone()
     }
 
-    pub async fn ingest(&self, incoming: Incoming) {
-        self.send(Command::Ingest(Box::new(incoming))).await;
+    /// Queues a received frame for the archive. Returns false when it did not fit in the queue: it is then
+    /// dropped, counted for its channel and logged.
+    pub fn ingest(&self, incoming: Incoming) -> bool {
+        let size = incoming.frame.len();
+        {
+            let mut state = lock(&self.state);
+            if state.queued_bytes > 0 && state.queued_bytes + size > state.limit_bytes {
+                let source = incoming.source().unwrap_or("unrouted").to_string();
+                let queued_bytes = state.queued_bytes;
+                let dropped = state.dropped.entry(source.clone()).or_default();
+                *dropped += 1;
+                tracing::error!(
+                    %source,
+                    bytes = size,
+                    dropped = *dropped,
+                    queued_bytes,
+                    "the archive cannot keep up and the ingest queue is full: a received frame is dropped"
+                );
+                return false;
+            }
+            state.queued_frames += 1;
+            state.queued_bytes += size;
+        }
+        self.send(Command::Ingest(Box::new(incoming)));
+        true
     }
 
-    /// A session id for a new upstream connection (0 if the archive task is gone).
-    pub async fn open_session(&self, path: &str, role: &'static str, url: &str) -> i64 {
-        self.ask(|reply| Command::OpenSession {
+    /// A session id for a new upstream connection, at once; its record is written in order before any frame
+    /// sent after it.
+    pub fn open_session(&self, path: &str, role: &'static str, url: &str) -> i64 {
+        let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
+        self.send(Command::Write(Write::OpenSession {
+            id,
             path: path.into(),
             role,
             url: url.into(),
-            reply,
-        })
-        .await
-        .unwrap_or(0)
+            started_at: now_rfc3339(),
+        }));
+        id
     }
 
     pub async fn session_connected(&self, id: i64) {
-        self.send(Command::SessionConnected(id)).await;
+        self.send(Command::Write(Write::SessionConnected(id)));
     }
 
     pub async fn session_ended(&self, id: i64, reason: &str) {
-        self.send(Command::SessionEnded(id, reason.into())).await;
+        self.send(Command::Write(Write::SessionEnded(id, reason.into())));
     }
 
     pub async fn outage_begin(&self, source: &str, reason: &str) {
-        self.send(Command::OutageBegin(source.into(), reason.into()))
-            .await;
+        self.send(Command::Write(Write::OutageBegin(
+            source.into(),
+            reason.into(),
+        )));
     }
 
     pub async fn outage_end(&self, source: &str) {
-        self.send(Command::OutageEnd(source.into())).await;
+        self.send(Command::Write(Write::OutageEnd(source.into())));
     }
 
     pub async fn count(&self, name: &'static str, by: i64) {
-        self.send(Command::Counter(name, by)).await;
+        self.send(Command::Write(Write::Counter(name, by)));
     }
 
     /// Waits until everything sent before is committed.
@@ -129,12 +277,12 @@ impl WriterTask {
     /// Sends a command that replies, and waits for the reply (`None` when the task is gone).
     async fn ask<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
         let (reply, answer) = oneshot::channel();
-        self.send(command(reply)).await;
+        self.send(command(reply));
         answer.await.ok()
     }
 
-    async fn send(&self, command: Command) {
-        if self.commands.send(command).await.is_err() {
+    fn send(&self, command: Command) {
+        if self.commands.send(command).is_err() {
             tracing::error!("archive task has stopped; a command was not executed");
         }
     }
@@ -142,8 +290,9 @@ impl WriterTask {
 
 async fn run(
     mut writer: Writer,
-    mut receiver: mpsc::Receiver<Command>,
+    mut receiver: mpsc::UnboundedReceiver<Command>,
     high_water: watch::Sender<i64>,
+    state: Arc<Mutex<WriteState>>,
 ) {
     let mut pending: Option<Command> = None;
     let mut horizon_check = tokio::time::interval(HORIZON_CHECK);
@@ -182,40 +331,27 @@ async fn run(
                         Err(_) => break,
                     }
                 }
-                commit_batch(&mut writer, &batch, &high_water).await;
+                let size: usize = batch.iter().map(|i| i.frame.len()).sum();
+                let count = batch.len();
+                let write = Write::Batch(batch);
+                if let Some(summary) = persist(&mut writer, &state, &write).await
+                    && !summary.new_versions.is_empty()
+                {
+                    tracing::debug!(versions = ?summary.new_versions, "committed new report versions");
+                    high_water.send_replace(summary.high_water);
+                }
+                let mut state = lock(&state);
+                state.queued_frames -= count;
+                state.queued_bytes -= size;
             }
-            Command::OpenSession {
-                path,
-                role,
-                url,
-                reply,
-            } => {
-                let id = loop {
-                    match writer.open_session(&path, role, &url).await {
-                        Ok(id) => break id,
-                        Err(e) => {
-                            tracing::error!(error = %format!("{e:#}"), "opening a session record failed; retrying");
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                        }
-                    }
-                };
-                let _ = reply.send(id);
+            Command::Write(write) => {
+                persist(&mut writer, &state, &write).await;
             }
-            Command::SessionConnected(id) => {
-                log_error("session connected", writer.session_connected(id).await)
-            }
-            Command::SessionEnded(id, reason) => {
-                log_error("session ended", writer.session_ended(id, &reason).await)
-            }
-            Command::OutageBegin(source, reason) => {
-                log_error("outage begin", writer.outage_begin(&source, &reason).await)
-            }
-            Command::OutageEnd(source) => log_error("outage end", writer.outage_end(&source).await),
-            Command::Counter(name, by) => log_error("counter", writer.add_counter(name, by).await),
             Command::Flush(reply) => {
                 let _ = reply.send(());
             }
             Command::RecordComponent { change, reply } => {
+                // The operator waits for the answer: a failure is theirs to see, not to be retried here.
                 let recorded = writer
                     .record_component(
                         &change.channel,
@@ -235,29 +371,89 @@ async fn run(
     }
 }
 
-/// Commits a batch, retrying until the database takes it: frames are never dropped because a write failed.
-async fn commit_batch(writer: &mut Writer, batch: &[Incoming], high_water: &watch::Sender<i64>) {
-    let mut delay = Duration::from_millis(100);
+/// Runs `write` until the archive takes it, waiting longer after each failure (up to [`RETRY_CAP`]): nothing
+/// is dropped because a write failed. Meanwhile the failure is shown in the task's state; the first success
+/// clears it.
+async fn persist(
+    writer: &mut Writer,
+    state: &Mutex<WriteState>,
+    write: &Write,
+) -> Option<IngestSummary> {
+    let mut delay = FIRST_RETRY;
     loop {
-        match writer.ingest(batch).await {
-            Ok(summary) => {
-                if !summary.new_versions.is_empty() {
-                    tracing::debug!(versions = ?summary.new_versions, "committed new report versions");
-                    high_water.send_replace(summary.high_water);
+        match write.apply(writer).await {
+            Ok(done) => {
+                if let Some(failure) = lock(state).failure.take() {
+                    tracing::warn!(
+                        code = failure.code,
+                        since = %failure.since,
+                        attempts = failure.attempts,
+                        "the archive writes again"
+                    );
                 }
-                return;
+                return done;
             }
             Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), frames = batch.len(), "archiving failed; retrying");
+                let code = failure_code(&e);
+                let attempts = {
+                    let mut state = lock(state);
+                    let failure = state.failure.get_or_insert_with(|| WriteFailure {
+                        code,
+                        since: now_rfc3339(),
+                        attempts: 0,
+                    });
+                    failure.code = code;
+                    failure.attempts += 1;
+                    failure.attempts
+                };
+                tracing::error!(
+                    error = %format!("{e:#}"),
+                    code,
+                    attempts,
+                    retry_in = ?delay,
+                    "{} failed; retrying (received frames wait in the ingest queue)",
+                    write.what()
+                );
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                delay = (delay * 2).min(RETRY_CAP);
             }
         }
     }
 }
 
-fn log_error(what: &str, result: anyhow::Result<()>) {
-    if let Err(e) = result {
-        tracing::error!(error = %format!("{e:#}"), "{what} failed");
+/// A stable reason for a failed write, from the error's chain.
+fn failure_code(error: &anyhow::Error) -> &'static str {
+    for cause in error.chain() {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::StorageFull {
+                return "disk_full";
+            }
+            return "io_error";
+        }
+        if let Some(sqlx::Error::Database(db)) = cause.downcast_ref::<sqlx::Error>() {
+            // SQLite's primary result code is the low byte of its (extended) code.
+            let primary = db
+                .code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .map(|c| c & 0xff);
+            return match primary {
+                Some(13) => "disk_full",
+                Some(10) => "io_error",
+                Some(5 | 6) => "locked",
+                _ => "write_failed",
+            };
+        }
+        if let Some(sqlx::Error::Io(io)) = cause.downcast_ref::<sqlx::Error>() {
+            return if io.kind() == std::io::ErrorKind::StorageFull {
+                "disk_full"
+            } else {
+                "io_error"
+            };
+        }
     }
+    "write_failed"
+}
+
+fn lock(state: &Mutex<WriteState>) -> std::sync::MutexGuard<'_, WriteState> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -15,6 +15,8 @@ pub struct Launch {
     dir: PathBuf,
     database: PathBuf,
     args: Vec<OsString>,
+    /// A program (and its arguments) the server is started through: `program args… binary serve …`.
+    wrapper: Option<(OsString, Vec<OsString>)>,
     startup: Duration,
 }
 
@@ -27,6 +29,7 @@ impl Launch {
             database: dir.join("osds.db"),
             dir,
             args: Vec::new(),
+            wrapper: None,
             startup: Duration::from_secs(120),
         }
     }
@@ -47,11 +50,31 @@ impl Launch {
         self
     }
 
+    /// Starts the server through `program args…` (which must end by running the command it is given, e.g.
+    /// `sh -c '…; exec "$0" "$@"'`), so it can run in a namespace the test prepares. The server's pid is the
+    /// wrapper's.
+    pub fn wrapped<I, S>(mut self, program: impl Into<OsString>, args: I) -> Launch
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.wrapper = Some((program.into(), args.into_iter().map(Into::into).collect()));
+        self
+    }
+
     /// Starts the process and waits until it serves (or fails, with its log in the error).
     pub fn start(self) -> anyhow::Result<Server> {
         std::fs::create_dir_all(&self.dir)?;
         let log = std::fs::File::create(self.dir.join("server.log"))?;
-        let mut child = Command::new(&self.binary)
+        let mut command = match &self.wrapper {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(&self.binary);
+                command
+            }
+            None => Command::new(&self.binary),
+        };
+        let mut child = command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .arg("--database-url")

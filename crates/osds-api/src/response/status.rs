@@ -3,7 +3,7 @@
 use super::eew::{EewEvent, Outage, Session};
 use crate::upstream::{ConnectionState, SourceState};
 use osds_runtime::DecoderInfo;
-use osds_store::{ArchiveCounts, BackupFile};
+use osds_store::{ArchiveCounts, BackupFile, WriteHealth};
 use serde::Serialize;
 
 /// `Status`.
@@ -21,6 +21,56 @@ pub struct Status<'a> {
     pub outages: Vec<Outage<'a>>,
     pub backups: Backups,
     pub decoders: Vec<Decoder<'a>>,
+    pub writes: Writes,
+}
+
+/// `Writes`: whether the archive takes writes, and the received frames waiting for it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Writes {
+    pub writable: bool,
+    pub failure: Option<WriteFailure>,
+    pub queued_frames: usize,
+    pub queued_bytes: usize,
+    pub queue_limit_bytes: usize,
+    /// Frames dropped because the queue was full, per channel, since the service started.
+    pub dropped: Vec<Dropped>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteFailure {
+    pub code: &'static str,
+    pub since: String,
+    pub attempts: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dropped {
+    pub source: String,
+    pub frames: u64,
+}
+
+impl From<WriteHealth> for Writes {
+    fn from(health: WriteHealth) -> Writes {
+        Writes {
+            writable: health.failure.is_none(),
+            failure: health.failure.map(|f| WriteFailure {
+                code: f.code,
+                since: f.since,
+                attempts: f.attempts,
+            }),
+            queued_frames: health.queued_frames,
+            queued_bytes: health.queued_bytes,
+            queue_limit_bytes: health.limit_bytes,
+            dropped: health
+                .dropped
+                .into_iter()
+                .map(|(source, frames)| Dropped { source, frames })
+                .collect(),
+        }
+    }
 }
 
 /// A channel's state with its outage in progress.

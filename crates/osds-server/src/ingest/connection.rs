@@ -56,7 +56,7 @@ pub(super) async fn run(mut cx: Context) {
         {
             Ok(Ok((socket, _))) => {
                 backoff = FIRST_RETRY;
-                let session_id = cx.writer.open_session(&cx.path, cx.role(), &url).await;
+                let session_id = cx.writer.open_session(&cx.path, cx.role(), &url);
                 cx.writer.session_connected(session_id).await;
                 tracing::info!(path = %cx.path, session_id, "upstream connected");
                 transition(&cx, true, Some(session_id), None).await;
@@ -177,13 +177,8 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                     MARKER_REDUNDANT_PUSH
                 };
                 let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), session_id, received_at.clone(), marker).await;
-                let source = incoming.units.iter().find_map(|u| match &u.kind {
-                    osds_store::UnitKind::Report { source, .. } => Some(source.clone()),
-                    osds_store::UnitKind::Unparsed { source, .. } => source.clone(),
-                    osds_store::UnitKind::Ignored => None,
-                });
-                cx.board.received(&cx.path, source.as_deref(), &received_at);
-                cx.writer.ingest(incoming).await;
+                cx.board.received(&cx.path, incoming.source(), &received_at);
+                cx.writer.ingest(incoming);
             }
             _ = check.tick() => {
                 if last_message.elapsed() >= config.silence_timeout {

@@ -130,6 +130,16 @@ pub struct ServeArgs {
         default_value_t = 256
     )]
     pub report_cache_mb: usize,
+    /// Received frames that may wait in memory while the archive cannot write (a full disk), MiB; a frame beyond
+    /// it is dropped, counted per channel in `/status` and logged.
+    #[arg(
+        long,
+        env = "OSDS_INGEST_QUEUE_MIB",
+        value_name = "MIB",
+        default_value_t = (osds_store::DEFAULT_QUEUE_BYTES >> 20) as u64,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub ingest_queue_mib: u64,
     /// Seconds a request may take before its response starts; then it is answered with 503.
     #[arg(long, env = "OSDS_REQUEST_TIMEOUT_SECS", default_value_t = 30.0)]
     pub request_timeout_secs: f64,
@@ -164,7 +174,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(serve(args))?;
+    let served = runtime.block_on(serve(args));
+    // Work still blocking a thread (a write to a full disk) must not hold the process after the stop.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -210,6 +223,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         live: live_config,
         components_dir: args.components_dir.clone(),
         report_cache_mb: args.report_cache_mb,
+        ingest_queue_bytes: usize::try_from(args.ingest_queue_mib)
+            .ok()
+            .and_then(|mib| mib.checked_mul(1 << 20))
+            .context("--ingest-queue-mib is too large")?,
         canary_fixtures: args.canary_fixtures.clone(),
         canary_recent: args.canary_recent,
         admin_socket: args.admin_socket.clone(),
