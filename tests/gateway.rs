@@ -446,16 +446,38 @@ async fn tls_serves_rest_and_websocket_with_a_self_signed_certificate() {
     assert_eq!(ready["type"], "ready");
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
 async fn a_request_that_cannot_be_answered_in_time_is_a_503_not_a_hang() {
-    // A deadline far shorter than any database read: every request runs out of time. The deadline is checked
-    // before the handler is polled again, so the answer (which needs a round trip to the database's thread) is
-    // late whatever the timer's resolution.
-    let relay = fake_relay::FakeRelay::start(RelayConfig::default())
-        .await
+    // The gateway's deadline layer in front of a handler that answers only when the test lets it: the request
+    // is still unanswered when its deadline passes, however fast or slow the machine.
+    use osds_api::gateway::{Gateway, GatewayConfig, availability};
+    let answer = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = answer.clone();
+    let app = axum::Router::new()
+        .route(
+            "/held",
+            axum::routing::get(move || {
+                let held = held.clone();
+                async move {
+                    held.notified().await;
+                    "late"
+                }
+            }),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            Gateway::new(
+                GatewayConfig {
+                    request_timeout: Duration::from_millis(100),
+                    ..GatewayConfig::default()
+                },
+                tokio::sync::watch::channel(false).1,
+            ),
+            availability,
+        ));
+    let request = axum::http::Request::get("/held")
+        .body(axum::body::Body::empty())
         .unwrap();
-    let server = start_server(&relay.url(), &["--request-timeout-secs", "0.000001"]);
-    let response = reqwest::get(server.url("/events")).await.unwrap();
+    let response = tower::ServiceExt::oneshot(app, request).await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     let retry_after: u64 = response.headers()["retry-after"]
         .to_str()
@@ -463,5 +485,25 @@ async fn a_request_that_cannot_be_answered_in_time_is_a_503_not_a_hang() {
         .parse()
         .unwrap();
     assert!(retry_after >= 1);
-    assert_json_error(&response.text().await.unwrap(), "unavailable");
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert_json_error(std::str::from_utf8(&body).unwrap(), "unavailable");
+    // The handler never answered: the deadline, not the handler, ended the request.
+    answer.notify_one();
+}
+
+#[test]
+fn the_request_deadline_must_be_positive() {
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_osds"))
+        .args(["serve", "--request-timeout-secs", "0", "--no-ingest"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("--request-timeout-secs must be a positive number of seconds"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 }
