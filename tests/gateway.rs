@@ -202,7 +202,10 @@ async fn a_burst_of_100_lets_80_through_then_429_with_retry_after() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn twenty_live_streams_per_client_and_the_21st_is_refused() {
-    let (_relay, server) = start_connected(RelayConfig::default(), &LIMITS).await;
+    // Keep-alives far apart: only the closed connection itself can tell the server a stream's client has gone.
+    let mut args = LIMITS.to_vec();
+    args.extend(["--live-keepalive-secs", "600"]);
+    let (_relay, server) = start_connected(RelayConfig::default(), &args).await;
     let client = reqwest::Client::new();
     let mut streams = Vec::new();
     for _ in 0..15 {
@@ -235,7 +238,22 @@ async fn twenty_live_streams_per_client_and_the_21st_is_refused() {
         (response.status() == StatusCode::OK).then_some(())
     })
     .await;
+
+    // Abandoning the event streams frees their slots as soon as their connections close: 16 new ones fit
+    // beside the 4 sockets still open.
     drop(streams);
+    let reopened = std::sync::Mutex::new(Vec::new());
+    eventually(10, "the abandoned streams' slots", || async {
+        let response = client.get(server.url("/stream")).send().await.unwrap();
+        let mut reopened = reopened.lock().unwrap();
+        if response.status() == StatusCode::OK {
+            reopened.push(response);
+        }
+        (reopened.len() == 16).then_some(())
+    })
+    .await;
+    let refused = client.get(server.url("/stream")).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
 }
 
 #[tokio::test(flavor = "multi_thread")]

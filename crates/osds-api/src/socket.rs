@@ -52,6 +52,16 @@ enum Mode {
 pub struct Tap {
     state: Mutex<TapState>,
     registered: AtomicBool,
+    /// The read half of a detached stream's connection, which hyper no longer reads: the stream watches it
+    /// to learn at once that its client has gone ([`Tap::poll_peer_gone`]).
+    read_side: Mutex<ReadSide>,
+}
+
+#[derive(Default)]
+struct ReadSide {
+    half: Option<OwnedReadHalf>,
+    /// Whoever waits for the half to arrive.
+    waker: Option<Waker>,
 }
 
 struct TapState {
@@ -74,7 +84,8 @@ struct TapState {
 
 /// A plain TCP connection as the HTTP server sees it; its [`Tap`] is what live consumers and the hub use.
 pub struct LiveSocket {
-    read: OwnedReadHalf,
+    /// Handed to the tap when hyper lets go of a detached stream's connection.
+    read: Option<OwnedReadHalf>,
     tap: Arc<Tap>,
 }
 
@@ -94,9 +105,10 @@ impl LiveSocket {
                 detach: Detach::No,
             }),
             registered: AtomicBool::new(false),
+            read_side: Mutex::default(),
         };
         LiveSocket {
-            read,
+            read: Some(read),
             tap: Arc::new(tap),
         }
     }
@@ -239,6 +251,29 @@ impl Tap {
         Poll::Pending
     }
 
+    /// Ready once the client of a detached stream has closed its side of the connection (or the connection
+    /// failed). Anything it sends meanwhile is read and ignored: a stream's client has nothing more to say.
+    pub(super) fn poll_peer_gone(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut side = self
+            .read_side
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(half) = side.half.as_mut() else {
+            side.waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        };
+        let mut scratch = [0u8; 512];
+        loop {
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut *half).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(()),
+                Poll::Ready(Ok(())) => continue,
+                Poll::Ready(Err(_)) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
     /// Writes as the connection's writer (its bytes are never inside one of the hub's).
     pub(super) fn poll_write_own(
         &self,
@@ -256,6 +291,10 @@ impl Tap {
 
     /// Closes the connection (a detached stream that has ended).
     pub(super) fn close(&self) {
+        self.read_side
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .half = None;
         let waker = {
             let mut state = self.lock();
             state.writer = None;
@@ -335,7 +374,10 @@ impl AsyncRead for LiveSocket {
         if self.detached() {
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut self.read).poll_read(cx, buf)
+        match self.read.as_mut() {
+            Some(read) => Pin::new(read).poll_read(cx, buf),
+            None => Poll::Ready(Ok(())),
+        }
     }
 }
 
@@ -406,7 +448,20 @@ impl Drop for LiveSocket {
         let waker = {
             let mut state = self.tap.lock();
             if state.detach == Detach::Done {
-                // The detached stream closes the socket when it ends.
+                // The detached stream closes the socket when it ends, and watches its read side meanwhile.
+                drop(state);
+                let waker = {
+                    let mut side = self
+                        .tap
+                        .read_side
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    side.half = self.read.take();
+                    side.waker.take()
+                };
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
                 return;
             }
             // Closes the socket now: the hub may hold the tap until its next round.

@@ -105,14 +105,24 @@ impl http_body::Body for Detaching {
 }
 
 /// A stream on a connection hyper let go of: each frame as a chunk, the last chunk, then the connection closes.
-/// A consumer that reads slowly is written to at its pace, as within hyper.
+/// A consumer that reads slowly is written to at its pace, as within hyper; one that closed its side of the
+/// connection ends the stream at once.
 async fn detached(mut events: Events, tap: Arc<Tap>, slot: Option<Extension<HeldSlot>>) {
     // The stream occupies one of its client's connection slots for as long as it is open.
     let _slot = slot;
     if !poll_fn(|cx| tap.poll_detached(cx)).await {
         return;
     }
-    while let Some(frame) = events.next().await {
+    loop {
+        let frame = tokio::select! {
+            frame = events.next() => frame,
+            // A client that has gone frees its slot now, not at the next write (up to a keep-alive later).
+            () = poll_fn(|cx| tap.poll_peer_gone(cx)) => {
+                tap.close();
+                return;
+            }
+        };
+        let Some(frame) = frame else { break };
         if write_own(&tap, &http_chunk(&frame)).await.is_err() {
             tap.close();
             return;
