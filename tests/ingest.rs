@@ -520,3 +520,74 @@ async fn a_full_disk_holds_frames_in_order_until_there_is_room_and_sigterm_still
     drop(filler);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+async fn socket_state(server: &Server, path: &str) -> Value {
+    let status = get_json(&server.url("/status")).await;
+    status["upstreamSockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["path"] == path)
+        .cloned()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_20_mb_frame_is_archived_whole_and_one_over_the_limit_is_refused_without_a_reconnect_loop()
+ {
+    let (relay, server) =
+        start_connected(RelayConfig::default(), &["--upstream-max-frame-mib", "24"]).await;
+    wait_queries_done(&relay).await;
+
+    // 20 MB: archived byte for byte on the connection it came on (whether the decoder manages it within its
+    // time budget or not: a frame it does not decode is kept as unparsed).
+    let before = archive(&server).await["deliveries"].as_i64().unwrap();
+    let big = big_cq_frame("2026091020", 1, 20 << 20);
+    assert_eq!(relay.push_to("/cq_eew", big.as_bytes()).await, 1);
+    let delivery = before + 1;
+    wait_archive(&server, "the 20 MB frame", |a| a["deliveries"] == delivery).await;
+    let raw = reqwest::get(server.url(&format!("/deliveries/{delivery}/raw")))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(raw.len(), big.len());
+    assert!(raw.as_ref() == big.as_bytes(), "the raw bytes differ");
+    assert_eq!(relay.connection_count("/cq_eew").await, 1);
+
+    // 30 MB, over the limit, and also what the relay answers the channel's query with: refused once, the
+    // connection re-established without asking for it again, and the channel keeps working.
+    let huge = big_cq_frame("2026091021", 1, 30 << 20);
+    relay
+        .set_latest(
+            fake_relay::query_command("cq_eew").unwrap(),
+            huge.as_bytes(),
+        )
+        .await;
+    assert_eq!(relay.push_to("/cq_eew", huge.as_bytes()).await, 1);
+    eventually(20, "the refusal and a new connection", || async {
+        let socket = socket_state(&server, "/cq_eew").await;
+        (socket["refusedFrames"] == 1 && socket["connected"] == true).then_some(())
+    })
+    .await;
+    assert_eq!(relay.connection_count("/cq_eew").await, 2);
+    assert_eq!(
+        relay
+            .push_to("/cq_eew", cq_frame("2026091022", 1).as_bytes())
+            .await,
+        1
+    );
+    wait_archive(&server, "a report after the refusal", |a| {
+        a["versions"] == 2
+    })
+    .await;
+    let socket = socket_state(&server, "/cq_eew").await;
+    assert_eq!(socket["refusedFrames"], 1, "{socket}");
+    assert_eq!(relay.connection_count("/cq_eew").await, 2);
+    let sessions = get_json(&server.url("/status")).await["connections"].clone();
+    assert!(
+        sessions.to_string().contains("refused a frame of"),
+        "the refusal is recorded with its size: {sessions}"
+    );
+}

@@ -15,6 +15,8 @@ pub struct ConnectionState {
     pub last_message_at: Option<String>,
     pub last_error: Option<String>,
     pub reconnects: u64,
+    /// Frames over the size limit this socket refused.
+    pub refused_frames: u64,
 }
 
 /// One channel's state as `/status` and the live `status` messages show it.

@@ -340,9 +340,7 @@ impl Service {
             tracing::info!("ingestion stopped: every upstream connection closed");
         }
         for source in self.board.sources() {
-            self.writer_task
-                .outage_begin(&source, "service stopped")
-                .await;
+            self.writer_task.outage_begin(&source, "service stopped");
         }
         // An archive that cannot write (a full disk) would keep the stop waiting for ever: it gets the grace.
         match tokio::time::timeout(self.shutdown_grace, self.writer_task.close()).await {

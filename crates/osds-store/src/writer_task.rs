@@ -231,26 +231,26 @@ impl WriterTask {
         id
     }
 
-    pub async fn session_connected(&self, id: i64) {
+    pub fn session_connected(&self, id: i64) {
         self.send(Command::Write(Write::SessionConnected(id)));
     }
 
-    pub async fn session_ended(&self, id: i64, reason: &str) {
+    pub fn session_ended(&self, id: i64, reason: &str) {
         self.send(Command::Write(Write::SessionEnded(id, reason.into())));
     }
 
-    pub async fn outage_begin(&self, source: &str, reason: &str) {
+    pub fn outage_begin(&self, source: &str, reason: &str) {
         self.send(Command::Write(Write::OutageBegin(
             source.into(),
             reason.into(),
         )));
     }
 
-    pub async fn outage_end(&self, source: &str) {
+    pub fn outage_end(&self, source: &str) {
         self.send(Command::Write(Write::OutageEnd(source.into())));
     }
 
-    pub async fn count(&self, name: &'static str, by: i64) {
+    pub fn count(&self, name: &'static str, by: i64) {
         self.send(Command::Write(Write::Counter(name, by)));
     }
 

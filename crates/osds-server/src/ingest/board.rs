@@ -148,6 +148,13 @@ impl UpstreamBoard {
         }
     }
 
+    /// Counts a frame `path` refused for its size.
+    pub fn refused(&self, path: &str) {
+        if let Some(connection) = self.lock().connections.get_mut(path) {
+            connection.refused_frames += 1;
+        }
+    }
+
     /// Marks `path` connected or not and returns the sources whose up/down state changed: (source, now_up).
     pub fn set_connected(
         &self,

@@ -15,6 +15,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep, timeout};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::error::{CapacityError, Error};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const FIRST_RETRY: Duration = Duration::from_secs(1);
@@ -28,6 +30,9 @@ pub(super) struct Context {
     pub writer: WriterTask,
     pub board: Arc<UpstreamBoard>,
     pub shutdown: watch::Receiver<bool>,
+    /// The last connection ended on a frame over the size limit: the next one sends no queries (their reply
+    /// may be that frame again).
+    pub refused_last: bool,
 }
 
 impl Context {
@@ -48,16 +53,19 @@ pub(super) async fn run(mut cx: Context) {
     let mut backoff = FIRST_RETRY;
     while !cx.stopping() {
         let url = cx.url();
+        let limits = WebSocketConfig::default()
+            .max_frame_size(Some(cx.config.max_frame_bytes))
+            .max_message_size(Some(cx.config.max_frame_bytes));
         match timeout(
             CONNECT_TIMEOUT,
-            tokio_tungstenite::connect_async(url.as_str()),
+            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false),
         )
         .await
         {
             Ok(Ok((socket, _))) => {
                 backoff = FIRST_RETRY;
                 let session_id = cx.writer.open_session(&cx.path, cx.role(), &url);
-                cx.writer.session_connected(session_id).await;
+                cx.writer.session_connected(session_id);
                 tracing::info!(path = %cx.path, session_id, "upstream connected");
                 transition(&cx, true, Some(session_id), None).await;
                 let reason = pump(&mut cx, socket, session_id).await;
@@ -66,7 +74,7 @@ pub(super) async fn run(mut cx: Context) {
                 } else {
                     tracing::warn!(path = %cx.path, session_id, %reason, "upstream connection ended");
                 }
-                cx.writer.session_ended(session_id, &reason).await;
+                cx.writer.session_ended(session_id, &reason);
                 transition(&cx, false, None, Some(reason)).await;
             }
             Ok(Err(e)) => {
@@ -99,7 +107,7 @@ async fn transition(cx: &Context, connected: bool, session_id: Option<i64>, erro
     {
         if up {
             tracing::info!(%source, "channel back: outage ends");
-            cx.writer.outage_end(&source).await;
+            cx.writer.outage_end(&source);
         } else {
             if cx.stopping() {
                 tracing::info!(%source, "channel closed: the service is stopping");
@@ -107,8 +115,7 @@ async fn transition(cx: &Context, connected: bool, session_id: Option<i64>, erro
                 tracing::warn!(%source, "channel out: neither its own socket nor /all_eew is connected");
             }
             cx.writer
-                .outage_begin(&source, &format!("{}: {reason}", cx.path))
-                .await;
+                .outage_begin(&source, &format!("{}: {reason}", cx.path));
         }
     }
 }
@@ -126,13 +133,17 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
     );
     check.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // Queries go out one at a time, `query_spacing` apart, starting right after connect.
-    let mut queries: VecDeque<(String, String)> = cx
-        .board
-        .channels()
-        .iter()
-        .filter(|c| !cx.primary || c.path == cx.path)
-        .map(|c| (c.query_command.clone(), c.type_tag.clone()))
-        .collect();
+    let mut queries: VecDeque<(String, String)> = if std::mem::take(&mut cx.refused_last) {
+        tracing::warn!(path = %cx.path, "no queries on this connection: the last one ended on a refused frame");
+        VecDeque::new()
+    } else {
+        cx.board
+            .channels()
+            .iter()
+            .filter(|c| !cx.primary || c.path == cx.path)
+            .map(|c| (c.query_command.clone(), c.type_tag.clone()))
+            .collect()
+    };
     let mut next_query = Instant::now();
     let mut queried_at: HashMap<String, Instant> = HashMap::new();
     let own_type = cx
@@ -154,6 +165,13 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                     Some(Ok(Message::Close(frame))) => {
                         return format!("closed by upstream{}", frame.map(|f| format!(": {} {}", f.code, f.reason)).unwrap_or_default());
                     }
+                    Some(Err(Error::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
+                        cx.board.refused(&cx.path);
+                        cx.writer.count("refused_frames", 1);
+                        cx.refused_last = true;
+                        tracing::error!(path = %cx.path, size, max_size, "refused a frame over the size limit (--upstream-max-frame-mib)");
+                        return format!("refused a frame of {size} bytes (the limit is {max_size})");
+                    }
                     Some(Err(e)) => return format!("read failed: {e}"),
                     None => return "connection closed".into(),
                 };
@@ -163,7 +181,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                 if units::is_control_frame(&units) {
                     cx.board.message(&cx.path);
                     let counter = if units[0].type_tag.as_deref() == Some("pong") { "pongs" } else { "heartbeats" };
-                    cx.writer.count(counter, 1).await;
+                    cx.writer.count(counter, 1);
                     continue;
                 }
                 let within_query_window = |tag: &Option<String>| {

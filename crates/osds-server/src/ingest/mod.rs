@@ -30,7 +30,12 @@ pub struct UpstreamConfig {
     pub query_spacing: Duration,
     /// A frame of a channel arriving this soon after its query was sent may be the reply.
     pub query_window: Duration,
+    /// The largest frame read; a larger one is refused (by its header, never read into memory).
+    pub max_frame_bytes: usize,
 }
+
+/// The frame size limit when none is configured: far above anything the relay sends.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 << 20;
 
 impl UpstreamConfig {
     pub fn new(url: impl Into<String>) -> Self {
@@ -41,6 +46,7 @@ impl UpstreamConfig {
             backoff_cap: Duration::from_secs(15),
             query_spacing: Duration::from_secs(1),
             query_window: Duration::from_secs(5),
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
         }
     }
 }
@@ -75,8 +81,8 @@ impl Ingester {
         for channel in ingester.board.channels() {
             ingester
                 .writer
-                .outage_begin(&channel.source, "service started; not yet connected")
-                .await;
+                .outage_begin(&channel.source, "service started; not yet connected");
+
             ingester.connect(channel.path.clone(), true);
         }
         ingester.connect(board::REDUNDANT_PATH.to_string(), false);
@@ -93,6 +99,7 @@ impl Ingester {
             writer: self.writer.clone(),
             board: self.board.clone(),
             shutdown: self.shutdown.subscribe(),
+            refused_last: false,
         };
         let task = tokio::spawn(connection::run(context));
         self.tasks
@@ -106,8 +113,8 @@ impl Ingester {
         if self.board.add_channel(channel.clone()) {
             tracing::info!(source = %channel.source, path = %channel.path, "new channel: connecting upstream");
             self.writer
-                .outage_begin(&channel.source, "channel added; not yet connected")
-                .await;
+                .outage_begin(&channel.source, "channel added; not yet connected");
+
             self.connect(channel.path, true);
         }
     }

@@ -47,6 +47,16 @@ pub struct ServeArgs {
     /// Seconds after a `query_*` command during which frames of that channel are marked as possibly its reply.
     #[arg(long, env = "OSDS_UPSTREAM_QUERY_WINDOW_SECS", default_value_t = 5.0)]
     pub upstream_query_window_secs: f64,
+    /// The largest upstream frame read, MiB; a larger one is refused by its header (counted per socket in
+    /// `/status`, logged, its size recorded as the session's end reason) and the connection re-established.
+    #[arg(
+        long,
+        env = "OSDS_UPSTREAM_MAX_FRAME_MIB",
+        value_name = "MIB",
+        default_value_t = (osds_server::ingest::DEFAULT_MAX_FRAME_BYTES >> 20) as u64,
+        value_parser = clap::value_parser!(u64).range(1..=4096)
+    )]
+    pub upstream_max_frame_mib: u64,
     /// Cap, in seconds, of the reconnect back-off.
     #[arg(long, env = "OSDS_UPSTREAM_BACKOFF_CAP_SECS", default_value_t = 15.0)]
     pub upstream_backoff_cap_secs: f64,
@@ -191,6 +201,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.upstream_query_window_secs,
     )?;
     upstream.backoff_cap = seconds("upstream-backoff-cap-secs", args.upstream_backoff_cap_secs)?;
+    upstream.max_frame_bytes = (args.upstream_max_frame_mib as usize) << 20;
 
     if !(args.live_replay_rate.is_finite() && args.live_replay_rate >= 1.0) {
         anyhow::bail!("--live-replay-rate must be at least 1 report per second");
