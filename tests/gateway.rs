@@ -525,3 +525,92 @@ fn the_request_deadline_must_be_positive() {
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+/// Reads until the server closes the connection (or 20 s pass, which fails the test); returns what it sent.
+async fn until_closed(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut received))
+        .await
+        .expect("the server closes the connection")
+        .expect("read");
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+fn address_of(server: &Server) -> String {
+    server
+        .base
+        .trim_start_matches("http://")
+        .trim_end_matches("/api/v1")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn open_connections_are_capped_per_address_idle_ones_included() {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpStream;
+    let relay = fake_relay::FakeRelay::start(RelayConfig::default())
+        .await
+        .unwrap();
+    let server = start_server(&relay.url(), &["--max-open-connections-per-client", "5"]);
+    let address = address_of(&server);
+    // Each connection is a descriptor: the server raised its soft limit to the hard one.
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.pid())).unwrap();
+    let open_files: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(open_files[3], open_files[4], "soft = hard: {limits}");
+    // Five connections that send nothing: the sixth is answered with 429 and closed.
+    let mut idle = Vec::new();
+    for _ in 0..5 {
+        idle.push(TcpStream::connect(&address).await.unwrap());
+    }
+    let mut sixth = TcpStream::connect(&address).await.unwrap();
+    let refused = until_closed(&mut sixth).await;
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    let body = &refused[refused.find("\r\n\r\n").unwrap() + 4..];
+    assert_json_error(body, "too_many_connections");
+    // One closed by its client makes room for a request.
+    drop(idle.pop());
+    eventually(20, "room for a new connection", || async {
+        let mut stream = TcpStream::connect(&address).await.unwrap();
+        stream
+            .write_all(b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        until_closed(&mut stream)
+            .await
+            .starts_with("HTTP/1.1 200")
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_without_a_request_in_progress_is_closed_after_the_header_timeout() {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpStream;
+    let relay = fake_relay::FakeRelay::start(RelayConfig::default())
+        .await
+        .unwrap();
+    let server = start_server(&relay.url(), &["--header-read-timeout-secs", "2"]);
+    let address = address_of(&server);
+    // Silent from the start; half a request's headers; idle after a request kept alive: each is closed.
+    let mut silent = TcpStream::connect(&address).await.unwrap();
+    assert_eq!(until_closed(&mut silent).await, "");
+    let mut partial = TcpStream::connect(&address).await.unwrap();
+    partial
+        .write_all(b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    assert!(!until_closed(&mut partial).await.contains("200 OK"));
+    let mut kept = TcpStream::connect(&address).await.unwrap();
+    kept.write_all(b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answered = until_closed(&mut kept).await;
+    assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+}

@@ -261,13 +261,15 @@ async fn start_server(osds: &Path, root: &Path, label: &str, upstream: &str) -> 
 }
 
 /// The gateway's per-client limits, raised out of the way: every benchmark client comes from one address.
-pub const UNLIMITED: [&str; 6] = [
+pub const UNLIMITED: [&str; 8] = [
     "--rate-limit-burst",
     "100000000",
     "--rate-limit-per-sec",
     "100000000",
     "--max-connections-per-client",
     "100000",
+    "--max-open-connections-per-client",
+    "200000",
 ];
 
 /// The relay and a server connected to it on all five paths.

@@ -38,6 +38,7 @@ pub fn config(dir: &Path, upstream: Option<&str>) -> ServiceConfig {
             every: None,
             keep: 1,
         },
+        connections: osds_api::server::ConnectionLimits::default(),
         gateway: GatewayConfig {
             rate_per_second: 1e9,
             burst: 1e9,

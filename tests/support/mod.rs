@@ -115,6 +115,9 @@ fn relaxed_limits(extra: &[&str]) -> Vec<&'static str> {
     if !extra.contains(&"--max-connections-per-client") {
         args.extend(["--max-connections-per-client", "10000"]);
     }
+    if !extra.contains(&"--max-open-connections-per-client") {
+        args.extend(["--max-open-connections-per-client", "20000"]);
+    }
     args
 }
 

@@ -17,6 +17,7 @@ pub mod report_item;
 mod report_pages_tests;
 pub mod response;
 pub mod router;
+pub mod server;
 pub mod socket;
 pub mod state;
 pub mod tls;

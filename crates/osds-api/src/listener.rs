@@ -1,13 +1,11 @@
 //! What the HTTP server accepts: plain TCP connections as [`LiveSocket`]s (Nagle off), whose writes live
 //! consumers can lend to the hub, and what a request knows of its connection ([`Peer`]).
 
+use crate::server::Listener;
 use crate::socket::{LiveSocket, Tap, no_delay};
-use crate::tls::TlsListener;
-use axum::extract::connect_info::Connected;
-use axum::serve::{IncomingStream, Listener};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 /// A request's connection: the client's address, and for a plain TCP connection the socket's [`Tap`].
 #[derive(Clone)]
@@ -21,34 +19,31 @@ pub struct LiveListener(pub TcpListener);
 
 impl Listener for LiveListener {
     type Io = LiveSocket;
-    type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (LiveSocket, SocketAddr) {
-        // axum's accept loop: it waits out errors such as running out of file descriptors.
-        let (stream, addr) = Listener::accept(&mut self.0).await;
+    async fn accept(&mut self) -> (LiveSocket, Peer) {
+        let (stream, addr) = accept_tcp(&self.0).await;
         no_delay(&stream);
-        (LiveSocket::new(stream), addr)
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
-}
-
-impl Connected<IncomingStream<'_, LiveListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, LiveListener>) -> Peer {
-        Peer {
-            addr: *stream.remote_addr(),
-            tap: Some(stream.io().tap().clone()),
-        }
+        let socket = LiveSocket::new(stream);
+        let peer = Peer {
+            addr,
+            tap: Some(socket.tap().clone()),
+        };
+        (socket, peer)
     }
 }
 
-impl Connected<IncomingStream<'_, TlsListener>> for Peer {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Peer {
-        Peer {
-            addr: *stream.remote_addr(),
-            tap: None,
+/// The next TCP connection. An error that says the process is out of descriptors (or memory) waits a moment
+/// before the next try, so the loop does not spin while connections close; a connection that failed before it
+/// was accepted is skipped.
+pub async fn accept_tcp(listener: &TcpListener) -> (TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted => {}
+            Err(e) => {
+                tracing::error!(error = %e, "accepting a connection failed; waiting 1 s before the next try");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
         }
     }
 }

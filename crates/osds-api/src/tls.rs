@@ -38,23 +38,14 @@ pub fn acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
 /// never holds up the others.
 pub struct TlsListener {
     accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
 }
 
 impl TlsListener {
     pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<TlsListener> {
-        let local = tcp.local_addr()?;
         let (handover, accepted) = mpsc::channel(ACCEPT_QUEUE);
         tokio::spawn(async move {
             loop {
-                let (stream, peer) = match tcp.accept().await {
-                    Ok(connection) => connection,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accepting a connection failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
+                let (stream, peer) = crate::listener::accept_tcp(&tcp).await;
                 if handover.is_closed() {
                     break;
                 }
@@ -72,23 +63,17 @@ impl TlsListener {
                 });
             }
         });
-        Ok(TlsListener { accepted, local })
+        Ok(TlsListener { accepted })
     }
 }
 
-impl axum::serve::Listener for TlsListener {
+impl crate::server::Listener for TlsListener {
     type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+    async fn accept(&mut self) -> (Self::Io, crate::listener::Peer) {
         match self.accepted.recv().await {
-            Some(connection) => connection,
-            // The accept task only ends when this listener is gone.
+            Some((io, addr)) => (io, crate::listener::Peer { addr, tap: None }),
             None => std::future::pending().await,
         }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
     }
 }

@@ -12,8 +12,9 @@ use crate::ingest::{ChannelSpec, Ingester, UpstreamBoard, UpstreamConfig};
 use anyhow::Context;
 use osds_api::AppState;
 use osds_api::gateway::{Gateway, GatewayConfig};
-use osds_api::listener::{LiveListener, Peer};
+use osds_api::listener::LiveListener;
 use osds_api::live::LiveConfig;
+use osds_api::server::{self, ConnectionLimits};
 use osds_api::tls;
 use osds_detector::detector::DetectorConfig;
 use osds_detector::stations::Network;
@@ -45,6 +46,8 @@ pub struct ServiceConfig {
     pub backups: BackupSettings,
     /// The gateway's limits; its `public_base_url` is set from the field below.
     pub gateway: GatewayConfig,
+    /// Open connections per client address and the header-read timeout (trusted proxies are the gateway's).
+    pub connections: ConnectionLimits,
     /// The base URL named to clients of the legacy host; `None`: the listen address's.
     pub public_base_url: Option<String>,
     /// PEM certificate chain and key: serve HTTPS and WSS.
@@ -88,6 +91,7 @@ pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
 pub struct Service {
     state: AppState,
     gateway: GatewayConfig,
+    connections: ConnectionLimits,
     listen: SocketAddr,
     public_base_url: Option<String>,
     tls: Option<(PathBuf, PathBuf)>,
@@ -122,6 +126,7 @@ impl Service {
             admin_socket: admin_path,
             backups,
             gateway,
+            connections,
             public_base_url,
             tls,
             shutdown_grace,
@@ -230,6 +235,7 @@ impl Service {
         Ok(Service {
             state,
             gateway,
+            connections,
             listen,
             public_base_url,
             tls,
@@ -277,9 +283,9 @@ impl Service {
             .with_context(|| format!("listen on {listen}"))?;
         let address = listener.local_addr()?;
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let app = self
-            .router_at(&format!("{scheme}://{address}/api/v1"))
-            .into_make_service_with_connect_info::<Peer>();
+        let app = self.router_at(&format!("{scheme}://{address}/api/v1"));
+        let mut connections = self.connections.clone();
+        connections.trusted_proxies = self.gateway.trusted_proxies.clone();
         let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
         let stopping = self.stopping.clone();
         let drain = async move {
@@ -302,15 +308,22 @@ impl Service {
         match tls {
             Some(acceptor) => {
                 let listener = tls::TlsListener::new(listener, acceptor)?;
-                let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
-                let serving = then_streams(serving.into_future(), live_streams);
-                drain_within(serving, grace_over, shutdown_grace).await?
+                let serving = server::serve(listener, app, connections, drain);
+                drain_within(
+                    then_streams(serving, live_streams),
+                    grace_over,
+                    shutdown_grace,
+                )
+                .await
             }
             None => {
-                let listener = LiveListener(listener);
-                let serving = axum::serve(listener, app).with_graceful_shutdown(drain);
-                let serving = then_streams(serving.into_future(), live_streams);
-                drain_within(serving, grace_over, shutdown_grace).await?
+                let serving = server::serve(LiveListener(listener), app, connections, drain);
+                drain_within(
+                    then_streams(serving, live_streams),
+                    grace_over,
+                    shutdown_grace,
+                )
+                .await
             }
         }
         self.stop().await;
@@ -437,29 +450,24 @@ fn reload_on_hangup(components: Arc<ComponentManager>, dir: PathBuf) {
 /// Serves until the drain after a shutdown signal ends, or until `grace_over`: the connections still open
 /// then are closed with the runtime.
 /// Serving, then the SSE streams that took their connections from hyper (they end when told to stop).
-async fn then_streams(
-    serving: impl Future<Output = std::io::Result<()>>,
-    streams: tokio_util::task::TaskTracker,
-) -> std::io::Result<()> {
-    serving.await?;
+async fn then_streams(serving: impl Future<Output = ()>, streams: tokio_util::task::TaskTracker) {
+    serving.await;
     streams.close();
     streams.wait().await;
-    Ok(())
 }
 
 async fn drain_within(
-    serving: impl Future<Output = std::io::Result<()>>,
+    serving: impl Future<Output = ()>,
     grace_over: impl Future<Output = ()>,
     grace: Duration,
-) -> std::io::Result<()> {
+) {
     tokio::select! {
-        served = serving => served,
+        () = serving => {}
         () = grace_over => {
             tracing::warn!(
                 grace_secs = grace.as_secs_f64(),
                 "connections still open after the shutdown grace (consumers that read nothing); closing them"
             );
-            Ok(())
         }
     }
 }

@@ -5,6 +5,7 @@ use super::limits_args::LimitsArgs;
 use anyhow::Context;
 use osds_api::gateway::GatewayConfig;
 use osds_api::live::LiveConfig;
+use osds_api::server::ConnectionLimits;
 use osds_server::ingest::UpstreamConfig;
 use osds_server::service::{self, DetectorPlan, DetectorSource, ServiceConfig};
 use osds_store::BackupSettings;
@@ -150,6 +151,14 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub ingest_queue_mib: u64,
+    /// Connections one client address may hold open, idle ones included (a trusted proxy's are not counted);
+    /// one more is answered with 429 and closed. Keep it above --max-connections-per-client.
+    #[arg(long, env = "OSDS_MAX_OPEN_CONNECTIONS_PER_CLIENT", default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_open_connections_per_client: usize,
+    /// Seconds a client has to send a request's headers, counted from when the server waits for them: a
+    /// connection without a request in progress is closed after this long.
+    #[arg(long, env = "OSDS_HEADER_READ_TIMEOUT_SECS", default_value_t = 30.0)]
+    pub header_read_timeout_secs: f64,
     /// Seconds a request may take before its response starts; then it is answered with 503.
     #[arg(long, env = "OSDS_REQUEST_TIMEOUT_SECS", default_value_t = 30.0)]
     pub request_timeout_secs: f64,
@@ -173,6 +182,14 @@ pub struct ServeArgs {
     pub detector: DetectorArgs,
 }
 
+/// Every connection is a descriptor: the soft limit (often 1,024) goes up to the hard one the system allows.
+fn raise_open_files_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::info!(open_files = limit, "open-files limit"),
+        Err(e) => tracing::warn!(error = %e, "the open-files limit could not be raised"),
+    }
+}
+
 fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(value)
         .ok()
@@ -193,6 +210,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    raise_open_files_limit();
     let mut upstream = UpstreamConfig::new(args.upstream_url.clone());
     upstream.check_interval = seconds("upstream-check-secs", args.upstream_check_secs)?;
     upstream.silence_timeout = seconds("upstream-silence-secs", args.upstream_silence_secs)?;
@@ -255,6 +273,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             legacy_hosts: args.legacy_host.clone(),
             public_base_url: String::new(),
             request_timeout: seconds("request-timeout-secs", args.request_timeout_secs)?,
+        },
+        connections: ConnectionLimits {
+            open_per_client: args.max_open_connections_per_client,
+            header_read_timeout: seconds(
+                "header-read-timeout-secs",
+                args.header_read_timeout_secs,
+            )?,
+            // The gateway's trusted proxies; set by the service.
+            trusted_proxies: Vec::new(),
         },
         public_base_url: args.public_base_url.clone(),
         tls: args.tls_cert.clone().zip(args.tls_key.clone()),
