@@ -294,6 +294,19 @@ async fn silence_reconnects_and_a_refusing_upstream_is_an_outage() {
     })
     .await;
     assert_eq!(status["healthy"], false);
+    // Reasons are codes, never a library's words.
+    let sessions = status["connections"].to_string();
+    assert!(sessions.contains("\"silence\""), "{sessions}");
+    eventually(20, "every socket refused by status", || async {
+        let status = get_json(&server.url("/status")).await;
+        status["upstreamSockets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["lastError"] == "upgrade_refused")
+            .then_some(())
+    })
+    .await;
     let before = relay.connection_count("/sc_eew").await;
 
     // Upgrades accepted again: reconnected within the capped back-off, the outage closed.
@@ -566,12 +579,16 @@ async fn a_20_mb_frame_is_archived_whole_and_one_over_the_limit_is_refused_witho
         )
         .await;
     assert_eq!(relay.push_to("/cq_eew", huge.as_bytes()).await, 1);
+    // The relay sees the second connection, and only that one, open.
     eventually(20, "the refusal and a new connection", || async {
         let socket = socket_state(&server, "/cq_eew").await;
-        (socket["refusedFrames"] == 1 && socket["connected"] == true).then_some(())
+        (socket["refusedFrames"] == 1
+            && socket["connected"] == true
+            && relay.connection_count("/cq_eew").await == 2
+            && relay.connected("/cq_eew").await == 1)
+            .then_some(())
     })
     .await;
-    assert_eq!(relay.connection_count("/cq_eew").await, 2);
     assert_eq!(
         relay
             .push_to("/cq_eew", cq_frame("2026091022", 1).as_bytes())
@@ -579,7 +596,7 @@ async fn a_20_mb_frame_is_archived_whole_and_one_over_the_limit_is_refused_witho
         1
     );
     wait_archive(&server, "a report after the refusal", |a| {
-        a["versions"] == 2
+        a["deliveries"] == delivery + 1
     })
     .await;
     let socket = socket_state(&server, "/cq_eew").await;
@@ -587,7 +604,7 @@ async fn a_20_mb_frame_is_archived_whole_and_one_over_the_limit_is_refused_witho
     assert_eq!(relay.connection_count("/cq_eew").await, 2);
     let sessions = get_json(&server.url("/status")).await["connections"].clone();
     assert!(
-        sessions.to_string().contains("refused a frame of"),
-        "the refusal is recorded with its size: {sessions}"
+        sessions.to_string().contains("frame_too_large"),
+        "the refusal is recorded: {sessions}"
     );
 }

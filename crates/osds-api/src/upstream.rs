@@ -13,7 +13,8 @@ pub struct ConnectionState {
     pub session_id: Option<i64>,
     pub connected_since: Option<String>,
     pub last_message_at: Option<String>,
-    pub last_error: Option<String>,
+    /// Why the last connection ended or failed (a reason code), cleared on connect.
+    pub last_error: Option<&'static str>,
     pub reconnects: u64,
     /// Frames over the size limit this socket refused.
     pub refused_frames: u64,

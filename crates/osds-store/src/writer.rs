@@ -360,10 +360,12 @@ impl Writer {
 
     /// Sessions left open by a previous run that stopped without closing them.
     pub async fn close_stale_sessions(&mut self) -> anyhow::Result<()> {
-        sqlx::query("UPDATE sessions SET ended_at = ?, end_reason = 'service stopped' WHERE ended_at IS NULL")
-            .bind(now_rfc3339())
-            .execute(&mut self.conn)
-            .await?;
+        sqlx::query(
+            "UPDATE sessions SET ended_at = ?, end_reason = 'interrupted' WHERE ended_at IS NULL",
+        )
+        .bind(now_rfc3339())
+        .execute(&mut self.conn)
+        .await?;
         Ok(())
     }
 

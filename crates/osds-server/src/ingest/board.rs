@@ -161,7 +161,7 @@ impl UpstreamBoard {
         path: &str,
         connected: bool,
         session_id: Option<i64>,
-        error: Option<String>,
+        error: Option<&'static str>,
     ) -> Vec<(String, bool)> {
         let before = self.source_up();
         let mut inner = self.lock();

@@ -68,23 +68,26 @@ pub(super) async fn run(mut cx: Context) {
                 cx.writer.session_connected(session_id);
                 tracing::info!(path = %cx.path, session_id, "upstream connected");
                 transition(&cx, true, Some(session_id), None).await;
-                let reason = pump(&mut cx, socket, session_id).await;
+                let ended = pump(&mut cx, socket, session_id).await;
                 if cx.stopping() {
                     tracing::info!(path = %cx.path, session_id, "upstream connection closed");
                 } else {
-                    tracing::warn!(path = %cx.path, session_id, %reason, "upstream connection ended");
+                    tracing::warn!(path = %cx.path, session_id, reason = ended.code, detail = %ended.detail, "upstream connection ended");
                 }
-                cx.writer.session_ended(session_id, &reason);
-                transition(&cx, false, None, Some(reason)).await;
+                cx.writer.session_ended(session_id, ended.code);
+                transition(&cx, false, None, Some(ended.code)).await;
             }
             Ok(Err(e)) => {
-                let reason = format!("connect failed: {e}");
-                tracing::warn!(path = %cx.path, %reason, retry_in = ?backoff, "upstream unavailable");
-                transition(&cx, false, None, Some(reason)).await;
+                let code = match e {
+                    Error::Http(_) => "upgrade_refused",
+                    _ => "connect_failed",
+                };
+                tracing::warn!(path = %cx.path, reason = code, detail = %e, retry_in = ?backoff, "upstream unavailable");
+                transition(&cx, false, None, Some(code)).await;
             }
             Err(_) => {
-                tracing::warn!(path = %cx.path, retry_in = ?backoff, "upstream connect timed out");
-                transition(&cx, false, None, Some("connect timed out".into())).await;
+                tracing::warn!(path = %cx.path, reason = "connect_timeout", retry_in = ?backoff, "upstream connect timed out");
+                transition(&cx, false, None, Some("connect_timeout")).await;
             }
         }
         if cx.stopping() {
@@ -98,9 +101,15 @@ pub(super) async fn run(mut cx: Context) {
     }
 }
 
-/// Records a connect or disconnect, and begins or ends the outages it causes.
-async fn transition(cx: &Context, connected: bool, session_id: Option<i64>, error: Option<String>) {
-    let reason = error.clone().unwrap_or_default();
+/// Records a connect or disconnect (with its reason code, see [`Ended`]), and begins or ends the outages it
+/// causes.
+async fn transition(
+    cx: &Context,
+    connected: bool,
+    session_id: Option<i64>,
+    error: Option<&'static str>,
+) {
+    let reason = error.unwrap_or_default();
     for (source, up) in cx
         .board
         .set_connected(&cx.path, connected, session_id, error)
@@ -120,11 +129,27 @@ async fn transition(cx: &Context, connected: bool, session_id: Option<i64>, erro
     }
 }
 
+/// Why a connection ended: a stable code that `/status` shows (`lastError`, a session's `endReason`, an
+/// outage's reason), and the library's own words, which only the log gets.
+struct Ended {
+    code: &'static str,
+    detail: String,
+}
+
+impl Ended {
+    fn new(code: &'static str, detail: impl std::fmt::Display) -> Ended {
+        Ended {
+            code,
+            detail: detail.to_string(),
+        }
+    }
+}
+
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Reads frames until the connection fails, falls silent or the service stops. Returns why it ended.
-async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
+async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
     let config = cx.config.clone();
     let mut last_message = Instant::now();
     let mut check = interval_at(
@@ -163,17 +188,17 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                     // relay that only pings is reconnected after the silence timeout like one that is silent.
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
                     Some(Ok(Message::Close(frame))) => {
-                        return format!("closed by upstream{}", frame.map(|f| format!(": {} {}", f.code, f.reason)).unwrap_or_default());
+                        return Ended::new("closed_by_upstream", frame.map(|f| format!("{} {}", f.code, f.reason)).unwrap_or_default());
                     }
                     Some(Err(Error::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
                         cx.board.refused(&cx.path);
                         cx.writer.count("refused_frames", 1);
                         cx.refused_last = true;
                         tracing::error!(path = %cx.path, size, max_size, "refused a frame over the size limit (--upstream-max-frame-mib)");
-                        return format!("refused a frame of {size} bytes (the limit is {max_size})");
+                        return Ended::new("frame_too_large", format!("{size} bytes, the limit is {max_size}"));
                     }
-                    Some(Err(e)) => return format!("read failed: {e}"),
-                    None => return "connection closed".into(),
+                    Some(Err(e)) => return Ended::new("connection_lost", e),
+                    None => return Ended::new("connection_lost", "the stream ended"),
                 };
                 last_message = Instant::now();
                 let received_at = now_rfc3339();
@@ -197,19 +222,21 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
                 let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), session_id, received_at.clone(), marker).await;
                 cx.board.received(&cx.path, incoming.source(), &received_at);
                 cx.writer.ingest(incoming);
+                // Time spent decoding a big frame is not silence: the relay's next message may be waiting.
+                last_message = Instant::now();
             }
             _ = check.tick() => {
                 if last_message.elapsed() >= config.silence_timeout {
-                    return format!("no message for {} s", config.silence_timeout.as_secs_f64());
+                    return Ended::new("silence", format!("no message for {} s", config.silence_timeout.as_secs_f64()));
                 }
                 if let Err(e) = socket.send(Message::text("ping")).await {
-                    return format!("sending ping failed: {e}");
+                    return Ended::new("send_failed", format!("ping: {e}"));
                 }
             }
             _ = tokio::time::sleep_until(next_query), if query_due => {
                 if let Some((command, tag)) = queries.pop_front() {
                     if let Err(e) = socket.send(Message::text(command.clone())).await {
-                        return format!("sending {command} failed: {e}");
+                        return Ended::new("send_failed", format!("{command}: {e}"));
                     }
                     queried_at.insert(tag, Instant::now());
                     next_query = Instant::now() + config.query_spacing;
@@ -217,7 +244,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> String {
             }
             _ = cx.shutdown.changed() => {
                 let _ = socket.close(None).await;
-                return "service stopping".into();
+                return Ended::new("service_stopping", "");
             }
         }
     }
