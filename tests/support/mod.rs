@@ -152,6 +152,24 @@ pub fn launch(dir: PathBuf, upstream: &str, extra: &[&str]) -> osds_testkit::ser
         .args(extra.iter().copied())
 }
 
+/// schemathesis's `st`, installed by `.ci/install-schemathesis` (pinned, from PyPI) into a virtual environment
+/// under the target directory the first time a test needs it.
+pub fn schemathesis() -> PathBuf {
+    static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schemathesis");
+            let status = std::process::Command::new("bash")
+                .arg(tests_dir().join("../.ci/install-schemathesis"))
+                .arg(&venv)
+                .status()
+                .expect("run .ci/install-schemathesis");
+            assert!(status.success(), ".ci/install-schemathesis failed");
+            venv.join("bin/st")
+        })
+        .clone()
+}
+
 /// GET `url` and parse the JSON body; panics with the body on a non-2xx status.
 pub async fn get_json(url: &str) -> serde_json::Value {
     let response = reqwest::get(url)
