@@ -18,11 +18,14 @@
 //!   process) on `/reports?limit=1000`, a filtered `/events?limit=100` and `/events/{id}`, and the same queries
 //!   as Datasette canned queries on the same file, as ratios.
 //!
+//! - `big-frames`: one padded report of each `--frame-mb` size on a fresh server: its peak and remaining memory.
+//!
 //! Every wait is bounded: a benchmark that does not finish in time fails instead of hanging.
 
 mod archive;
 mod breakdown;
 mod fanout;
+mod frames;
 mod nchan;
 mod wasm_cost;
 
@@ -51,6 +54,7 @@ enum Which {
     FanOut,
     Wasm,
     Query,
+    BigFrames,
     All,
 }
 
@@ -113,6 +117,9 @@ struct Options {
     /// target/bench-venv/bin/datasette; query skips Datasette when missing].
     #[arg(long)]
     datasette: Option<PathBuf>,
+    /// Frame sizes of big-frames, in MB (10^6 bytes), comma-separated, each in [1, 64].
+    #[arg(long = "frame-mb", value_delimiter = ',', default_value = "10,60", value_parser = clap::value_parser!(u64).range(1..=64).map(|n| n as usize))]
+    frame_mb: Vec<usize>,
     /// The benchmark to run.
     #[arg(value_enum)]
     which: Which,
@@ -189,6 +196,7 @@ struct Results {
     feed_reads: Vec<breakdown::FeedReads>,
     wasm: Option<wasm_cost::WasmCost>,
     query: Option<archive::QueryResults>,
+    frames: Vec<frames::FrameMemory>,
 }
 
 struct Ingest {
@@ -813,11 +821,18 @@ async fn main() -> Result<()> {
     if matches!(options.which, Which::FanOut | Which::All) {
         fan_out(&options, &mut results).await.context("fan-out")?;
     }
+    if matches!(options.which, Which::BigFrames | Which::All) {
+        let sizes: Vec<usize> = options.frame_mb.iter().map(|mb| mb * 1_000_000).collect();
+        results.frames = frames::run(&options.osds, &options.dir, &sizes)
+            .await
+            .context("big-frames")?;
+    }
     print_table(&options, &results);
     if let Some(cost) = &results.wasm {
         wasm_cost::print(cost);
     }
     fanout::print(&results.fan_out);
+    frames::print(&results.frames);
     for reads in &results.feed_reads {
         println!(
             "feed reads: {:>5} concurrent Store::reports_after (one per subscriber) took {:8.1} ms; one alone {:.0} us",

@@ -34,6 +34,17 @@ pub fn is_control_frame(units: &[Unit]) -> bool {
 
 /// Splits a frame into units. Anything that is not a JSON array is one unit with the frame's exact bytes.
 pub fn split(frame: &[u8]) -> Vec<Unit> {
+    let whole = || {
+        vec![Unit {
+            type_tag: read_type(frame),
+            bytes: frame.to_vec(),
+        }]
+    };
+    // Only an array is parsed whole; of anything else only `type` is read, so a frame of many megabytes is
+    // scanned, not copied into a tree.
+    if frame.trim_ascii_start().first() != Some(&b'[') {
+        return whole();
+    }
     match serde_json::from_slice::<Value>(frame) {
         Ok(Value::Array(items)) if !items.is_empty() => items
             .into_iter()
@@ -42,15 +53,21 @@ pub fn split(frame: &[u8]) -> Vec<Unit> {
                 bytes: serde_json::to_vec(&item).unwrap_or_default(),
             })
             .collect(),
-        Ok(value) => vec![Unit {
-            type_tag: type_tag(&value),
-            bytes: frame.to_vec(),
-        }],
-        Err(_) => vec![Unit {
-            type_tag: None,
-            bytes: frame.to_vec(),
-        }],
+        _ => whole(),
     }
+}
+
+/// The top-level `type` of a JSON object, when it is a string; every other field is skipped unread.
+fn read_type(frame: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Tagged<'a> {
+        #[serde(rename = "type", borrow, default)]
+        type_tag: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Tagged>(frame)
+        .ok()?
+        .type_tag
+        .map(|tag| tag.into_owned())
 }
 
 fn type_tag(value: &Value) -> Option<String> {
