@@ -161,7 +161,13 @@ impl Runner {
     async fn close_leftovers(&mut self) {
         let open = match self.store.hyp_open_solutions().await {
             Ok(open) => open,
-            Err(error) => return self.error(format!("reading open events: {error:#}")),
+            Err(error) => {
+                return self.error(
+                    "archive_read_failed",
+                    "reading open events",
+                    format!("{error:#}"),
+                );
+            }
         };
         for bytes in open {
             let Ok(mut solution) = serde_json::from_slice::<Solution>(&bytes) else {
@@ -214,7 +220,11 @@ impl Runner {
                 Ok(image) => layers.push((*layer, image.sample(*layer, &self.network.pixels))),
                 Err(error) => {
                     self.counters.undecodable_images += 1;
-                    self.error(format!("{layer} at {}: {error}", frame.at_ms));
+                    self.error(
+                        "image_undecodable",
+                        format!("{layer} at {}", frame.at_ms),
+                        error,
+                    );
                 }
             }
         }
@@ -233,7 +243,11 @@ impl Runner {
             Ok(n) => self.counters.recorded_images += n as u64,
             Err(error) => {
                 self.counters.failed_recordings += 1;
-                return self.error(format!("recording frame {}: {error:#}", frame.at_ms));
+                return self.error(
+                    "recording_failed",
+                    format!("frame {}", frame.at_ms),
+                    format!("{error:#}"),
+                );
             }
         }
         if now_ms() >= self.prune_due_ms {
@@ -241,7 +255,7 @@ impl Runner {
             let before = frame.at_ms - recorder.retention.as_millis() as i64;
             match recorder.archive.prune(before).await {
                 Ok(n) => self.counters.pruned_images += n,
-                Err(error) => self.error(format!("pruning recorded frames: {error:#}")),
+                Err(error) => self.error("pruning_failed", "recorded frames", format!("{error:#}")),
             }
         }
     }
@@ -304,10 +318,11 @@ impl Runner {
             Ok(()) => self.counters.reports += 1,
             Err(error) => {
                 self.counters.failed_reports += 1;
-                self.error(format!(
-                    "report {} of {}: {error:#}",
-                    solution.report_number, solution.event_id
-                ));
+                self.error(
+                    "report_failed",
+                    format!("report {} of {}", solution.report_number, solution.event_id),
+                    format!("{error:#}"),
+                );
             }
         }
     }
@@ -360,9 +375,11 @@ impl Runner {
         Ok(())
     }
 
-    fn error(&mut self, message: String) {
-        tracing::warn!(error = %message, "hyp detector");
-        self.errors.push_back(message);
+    /// Keeps `code: what` among the recent errors `/hyp/status` shows; `detail` (a library's words) goes to
+    /// the log only.
+    fn error(&mut self, code: &str, what: impl std::fmt::Display, detail: impl std::fmt::Display) {
+        tracing::warn!(code, %what, error = %detail, "hyp detector");
+        self.errors.push_back(format!("{code}: {what}"));
         while self.errors.len() > RECENT_ERRORS {
             self.errors.pop_front();
         }

@@ -34,7 +34,10 @@ pub struct SourceHealth {
     pub missing_images: u64,
     /// Recent runs of seconds without the trigger layer: [from, to] observation ms.
     pub gaps: Vec<[i64; 2]>,
-    pub last_error: Option<String>,
+    /// Why the last image could not be had, as a reason code (`image_missing`: the server answered without
+    /// it; `image_fetch_failed`: no answer; `replay_read_failed`: the image archive could not be read). The
+    /// details go to the log.
+    pub last_error: Option<&'static str>,
 }
 
 const RECENT_GAPS: usize = 20;
@@ -104,18 +107,19 @@ impl KmoniFetcher {
     }
 
     /// The image of one layer and observation second.
-    pub async fn fetch_image(&self, layer: Layer, at_ms: i64) -> Result<Vec<u8>, String> {
+    /// One image, or the reason code of its failure (the details are logged at debug).
+    pub async fn fetch_image(&self, layer: Layer, at_ms: i64) -> Result<Vec<u8>, &'static str> {
         let url = format!("{}/{}", self.base, layer.image_path(at_ms));
-        let response = self
-            .client
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
+        let failed = |e: reqwest::Error| {
+            tracing::debug!(%url, error = %e, "hyp: fetching an image failed");
+            "image_fetch_failed"
+        };
+        let response = self.client.get(&url).send().await.map_err(failed)?;
         if !response.status().is_success() {
-            return Err(format!("{url}: {}", response.status()));
+            tracing::debug!(%url, status = %response.status(), "hyp: no image");
+            return Err("image_missing");
         }
-        let bytes = response.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+        let bytes = response.bytes().await.map_err(failed)?;
         Ok(bytes.to_vec())
     }
 
@@ -166,7 +170,7 @@ impl KmoniFetcher {
                 tracing::warn!(
                     at = frame.at_ms,
                     layer = %self.trigger_layer,
-                    error = self.health.last_error.as_deref().unwrap_or(""),
+                    error = self.health.last_error.unwrap_or(""),
                     "hyp: monitor images stopped arriving"
                 );
             }
@@ -293,7 +297,7 @@ impl FrameSource for ReplaySource {
                 Err(error) => {
                     tracing::error!(%error, "hyp replay: reading recorded frames failed");
                     self.health.health = "down";
-                    self.health.last_error = Some(format!("{error:#}"));
+                    self.health.last_error = Some("replay_read_failed");
                     return None;
                 }
             }
