@@ -393,6 +393,26 @@ impl Writer {
         Ok(())
     }
 
+    /// Records a frame refused for its size on `session_id`.
+    pub async fn refused_frame(
+        &mut self,
+        session_id: i64,
+        received_at: &str,
+        size: u64,
+        limit: u64,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO refused_frames (session_id, received_at, size_bytes, limit_bytes) VALUES (?, ?, ?, ?)",
+        )
+        .bind(session_id)
+        .bind(received_at)
+        .bind(i64::try_from(size).unwrap_or(i64::MAX))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .execute(&mut self.conn)
+        .await?;
+        Ok(())
+    }
+
     pub async fn add_counter(&mut self, name: &str, by: i64) -> anyhow::Result<()> {
         sqlx::query("INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
             .bind(name)

@@ -45,6 +45,12 @@ enum Write {
     OutageBegin(String, String),
     OutageEnd(String),
     Counter(&'static str, i64),
+    RefusedFrame {
+        session_id: i64,
+        received_at: String,
+        size: u64,
+        limit: u64,
+    },
 }
 
 impl Write {
@@ -57,6 +63,7 @@ impl Write {
             Write::OutageBegin(..) => "recording an outage",
             Write::OutageEnd(_) => "ending an outage",
             Write::Counter(..) => "counting",
+            Write::RefusedFrame { .. } => "recording a refused frame",
         }
     }
 
@@ -80,6 +87,16 @@ impl Write {
             Write::OutageBegin(source, reason) => writer.outage_begin(source, reason).await?,
             Write::OutageEnd(source) => writer.outage_end(source).await?,
             Write::Counter(name, by) => writer.add_counter(name, *by).await?,
+            Write::RefusedFrame {
+                session_id,
+                received_at,
+                size,
+                limit,
+            } => {
+                writer
+                    .refused_frame(*session_id, received_at, *size, *limit)
+                    .await?
+            }
         }
         Ok(None)
     }
@@ -252,6 +269,16 @@ impl WriterTask {
 
     pub fn count(&self, name: &'static str, by: i64) {
         self.send(Command::Write(Write::Counter(name, by)));
+    }
+
+    /// Records a frame of `size` bytes refused on `session_id` (over `limit`).
+    pub fn refused_frame(&self, session_id: i64, size: u64, limit: u64) {
+        self.send(Command::Write(Write::RefusedFrame {
+            session_id,
+            received_at: now_rfc3339(),
+            size,
+            limit,
+        }));
     }
 
     /// Waits until everything sent before is committed.

@@ -192,7 +192,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
                     }
                     Some(Err(Error::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
                         cx.board.refused(&cx.path);
-                        cx.writer.count("refused_frames", 1);
+                        cx.writer.refused_frame(session_id, size as u64, max_size as u64);
                         cx.refused_last = true;
                         tracing::error!(path = %cx.path, size, max_size, "refused a frame over the size limit (--upstream-max-frame-mib)");
                         return Ended::new("frame_too_large", format!("{size} bytes, the limit is {max_size}"));
