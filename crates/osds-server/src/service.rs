@@ -96,6 +96,8 @@ pub struct Service {
     public_base_url: Option<String>,
     tls: Option<(PathBuf, PathBuf)>,
     shutdown_grace: Duration,
+    /// When the stop signal came (set by [`Service::serve`]): the whole stop fits in the grace from then.
+    signalled_at: Arc<std::sync::OnceLock<tokio::time::Instant>>,
     /// Turns true when the service stops; `state.shutdown` follows it.
     stopping: tokio::sync::watch::Sender<bool>,
     admin_socket: tokio::task::JoinHandle<()>,
@@ -240,6 +242,7 @@ impl Service {
             public_base_url,
             tls,
             shutdown_grace,
+            signalled_at: Arc::default(),
             stopping,
             admin_socket,
             admin_path,
@@ -288,8 +291,10 @@ impl Service {
         connections.trusted_proxies = self.gateway.trusted_proxies.clone();
         let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
         let stopping = self.stopping.clone();
+        let signalled_at = self.signalled_at.clone();
         let drain = async move {
             shutdown_signal().await;
+            let _ = signalled_at.set(tokio::time::Instant::now());
             // Live connections never end by themselves: tell them to close so the drain can finish.
             let _ = stopping.send(true);
             let _ = draining.send(());
@@ -355,8 +360,15 @@ impl Service {
         for source in self.board.sources() {
             self.writer_task.outage_begin(&source, "service stopped");
         }
-        // An archive that cannot write (a full disk) would keep the stop waiting for ever: it gets the grace.
-        match tokio::time::timeout(self.shutdown_grace, self.writer_task.close()).await {
+        // An archive that cannot write (a full disk) would keep the stop waiting for ever: it gets what is left
+        // of the grace since the signal (at least a second, for the final checkpoint of a healthy archive).
+        let now = tokio::time::Instant::now();
+        let deadline = self
+            .signalled_at
+            .get()
+            .map_or(now + self.shutdown_grace, |at| *at + self.shutdown_grace)
+            .max(now + self.shutdown_grace.min(Duration::from_secs(1)));
+        match tokio::time::timeout_at(deadline, self.writer_task.close()).await {
             Ok(Ok(())) => tracing::info!(
                 database = %self.database_url,
                 "archive closed: every commit is in the database file"
