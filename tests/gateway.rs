@@ -422,6 +422,10 @@ async fn tls_serves_rest_and_websocket_with_a_self_signed_certificate() {
             cert.to_str().unwrap(),
             "--tls-key",
             key.to_str().unwrap(),
+            "--max-connections-per-client",
+            "3",
+            "--live-keepalive-secs",
+            "600",
         ],
     );
     assert!(
@@ -441,6 +445,23 @@ async fn tls_serves_rest_and_websocket_with_a_self_signed_certificate() {
     // Plain HTTP on the TLS port gets no answer.
     let plain = reqwest::get(server.url("/status").replacen("https://", "http://", 1)).await;
     assert!(plain.is_err() || !plain.unwrap().status().is_success());
+
+    // Event streams over TLS hold their slots while open and free them when their clients go, without waiting
+    // for a keep-alive write (ten minutes apart here).
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let stream = client.get(server.url("/stream")).send().await.unwrap();
+        assert_eq!(stream.status(), StatusCode::OK);
+        streams.push(stream);
+    }
+    let refused = client.get(server.url("/status")).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    drop(streams);
+    eventually(10, "the abandoned TLS streams' slots", || async {
+        let response = client.get(server.url("/status")).send().await.unwrap();
+        (response.status() == StatusCode::OK).then_some(())
+    })
+    .await;
 
     // WebSocket over TLS (wss://).
     let mut roots = rustls::RootCertStore::empty();
