@@ -635,3 +635,52 @@ async fn a_connection_without_a_request_in_progress_is_closed_after_the_header_t
     let answered = until_closed(&mut kept).await;
     assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn livez_and_readyz_answer_load_balancers_outside_the_limits() {
+    let (relay, server) = start_connected(RelayConfig::default(), &LIMITS).await;
+    let root = server.base.trim_end_matches("/api/v1").to_string();
+    let client = reqwest::Client::new();
+    // A hundred probes in a burst: none is rate limited (the burst is 80).
+    for _ in 0..100 {
+        let live = client.get(format!("{root}/livez")).send().await.unwrap();
+        assert_eq!(live.status(), StatusCode::OK);
+        assert_eq!(live.headers()["cache-control"], "no-store");
+    }
+    let ready = eventually(20, "ready", || async {
+        let response = client.get(format!("{root}/readyz")).send().await.unwrap();
+        (response.status() == StatusCode::OK).then_some(response)
+    })
+    .await;
+    assert_eq!(
+        ready.json::<Value>().await.unwrap(),
+        serde_json::json!({ "ready": true, "reasons": [] })
+    );
+    // Every upgrade refused and every socket dropped: not ready, each channel named.
+    relay.refuse_upgrades(Some(503)).await;
+    relay.close_all().await;
+    let body = eventually(20, "not ready", || async {
+        let response = client.get(format!("{root}/readyz")).send().await.unwrap();
+        if response.status() != StatusCode::SERVICE_UNAVAILABLE {
+            return None;
+        }
+        let body: Value = response.json().await.unwrap();
+        (body["reasons"].as_array().unwrap().len() == 4).then_some(body)
+    })
+    .await;
+    assert_eq!(body["ready"], false);
+    for source in ["cea", "sc", "fj", "cq"] {
+        assert!(
+            body["reasons"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from(format!("source_down:{source}"))),
+            "{body}"
+        );
+    }
+    // A service that does not ingest is ready without the relay.
+    let archive_only = start_server("ws://127.0.0.1:9", &["--no-ingest"]);
+    let root = archive_only.base.trim_end_matches("/api/v1");
+    let ready = client.get(format!("{root}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+}

@@ -6,6 +6,7 @@
 mod eew;
 pub mod error;
 pub mod gateway;
+pub mod health;
 mod hyp;
 pub mod listener;
 pub mod live;

@@ -3,7 +3,7 @@
 use crate::error::ApiError;
 use crate::gateway::{self, Gateway};
 use crate::state::AppState;
-use crate::{eew, hyp, live};
+use crate::{eew, health, hyp, live};
 use axum::Router;
 use axum::http::{HeaderName, Method, Uri, header};
 use axum::middleware;
@@ -39,7 +39,7 @@ pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
         // subscriber, measured with heaptrack).
         .route("/api/v1/stream", get(live::stream))
         .route("/api/v1/ws", get(live::ws))
-        .with_state(state)
+        .with_state(state.clone())
         .layer(middleware::from_fn_with_state(
             gateway.clone(),
             gateway::availability,
@@ -49,6 +49,9 @@ pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
             gateway::legacy_host,
         ))
         .layer(middleware::from_fn_with_state(gateway, gateway::limits))
+        // Outside the limits: a load balancer probes often, from one address.
+        .route("/livez", get(health::livez))
+        .route("/readyz", get(health::readyz).with_state(state))
         .layer(cors)
         // Outermost: the CORS layer takes every OPTIONS for a preflight, so plain ones are answered first.
         .layer(middleware::from_fn(gateway::methods))
