@@ -505,3 +505,44 @@ async fn sighup_installs_a_component_dropped_into_the_components_directory() {
         "unchanged files stay as they are"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_are_json_on_request_with_each_request_routed_timed_and_uncoloured() {
+    let relay = fake_relay::FakeRelay::start(RelayConfig::default())
+        .await
+        .unwrap();
+    let server = support::start_server(
+        &relay.url(),
+        &["--log", "info,osds_api=debug", "--log-format", "json"],
+    );
+    get_json(&server.url("/events?limit=1")).await;
+    let log = eventually(20, "the request's log line", || async {
+        let log = server.log();
+        log.contains("\"route\":\"/api/v1/events\"").then_some(log)
+    })
+    .await;
+    assert!(!log.contains('\u{1b}'), "no colour codes in a file");
+    let mut lines = 0;
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let entry: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        lines += 1;
+        if entry["fields"]["route"] == "/api/v1/events" {
+            assert_eq!(entry["fields"]["status"], 200, "{line}");
+            assert!(entry["fields"]["latency_ms"].as_f64().is_some(), "{line}");
+            assert_eq!(entry["level"], "DEBUG", "{line}");
+        }
+    }
+    assert!(lines > 1);
+    // A filter that is not one is refused, like any other bad setting.
+    let refused = support::osds()
+        .args(["--log", "osds=loud", "backup"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("is not a log filter"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}

@@ -5,8 +5,10 @@ use crate::gateway::{self, Gateway};
 use crate::state::AppState;
 use crate::{eew, health, hyp, live};
 use axum::Router;
+use axum::extract::MatchedPath;
 use axum::http::{HeaderName, Method, Uri, header};
 use axum::middleware;
+use axum::response::Response;
 use axum::routing::get;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +57,27 @@ pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
         .layer(cors)
         // Outermost: the CORS layer takes every OPTIONS for a preflight, so plain ones are answered first.
         .layer(middleware::from_fn(gateway::methods))
+        .layer(middleware::from_fn(access_log))
+}
+
+/// Every request at debug level: its route (the matched pattern, not the concrete path), status and latency
+/// until the response head (a live stream's body goes on after).
+async fn access_log(request: axum::extract::Request, next: middleware::Next) -> Response {
+    let started = std::time::Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|path| path.as_str().to_owned());
+    let response = next.run(request).await;
+    tracing::debug!(
+        %method,
+        route = route.as_deref().unwrap_or("(none)"),
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
 }
 
 async fn not_found(uri: Uri) -> ApiError {

@@ -13,12 +13,29 @@ pub struct Cli {
     #[arg(long, global = true, env = "OSDS_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `osds=debug`.
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `osds=debug`; `osds_api=debug` logs every HTTP
+    /// request with its route, status and latency.
     #[arg(long, global = true, env = "OSDS_LOG", default_value = "info")]
     pub log: String,
 
+    /// Log lines as text (coloured only when stderr is a terminal) or as one JSON object each.
+    #[arg(
+        long,
+        global = true,
+        env = "OSDS_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,7 +84,10 @@ pub fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    init_logging(&cli.log);
+    if let Err(e) = init_logging(&cli.log, cli.log_format) {
+        eprintln!("osds: {e:#}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Serve(args) => commands::serve::run(*args),
         Command::Decode(args) => commands::decode::run(args),
@@ -87,11 +107,16 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging(filter: &str) {
+fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+        .map_err(|e| anyhow::anyhow!("--log `{filter}` is not a log filter: {e}"))?;
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().init(),
+    }
+    Ok(())
 }
