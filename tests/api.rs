@@ -163,14 +163,14 @@ async fn sc_delivery_ids(api: &InProcess, contract: &Contract, sc_id: &str) -> V
         .collect()
 }
 
-/// The EEW family's paths of the document (tests/hyp.rs covers /hyp/...).
+/// The EEW family's paths of the document (tests/hyp.rs covers /hyp/..., the about test below the rest).
 fn eew_templates(contract: &Contract) -> Vec<String> {
     contract.doc["paths"]
         .as_object()
         .unwrap()
-        .keys()
-        .filter(|t| !t.starts_with("/hyp/"))
-        .cloned()
+        .iter()
+        .filter(|(_, item)| item["get"]["tags"][0] == "eew")
+        .map(|(template, _)| template.clone())
         .collect()
 }
 
@@ -915,4 +915,61 @@ async fn schemathesis_finds_no_failure_in_the_real_server() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_service_serves_its_index_its_document_and_a_reference_page() {
+    let (api, contract) = api().await;
+    let index = contract.get(&api, "/", "", 200).await;
+    let slash = contract.get(&api, "/", "/", 200).await;
+    assert_eq!(index, slash);
+    let documented: Vec<String> = contract.doc["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|p| format!("/api/v1{p}"))
+        .collect();
+    let listed: Vec<String> = index["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed, documented);
+    // The served document is the one these tests validate against, as JSON and as written.
+    let served = contract
+        .get(&api, "/openapi.json", "/openapi.json", 200)
+        .await;
+    assert_eq!(served, contract.doc);
+    let yaml = api.get("/openapi.yaml").await;
+    assert_eq!(yaml.status, 200);
+    assert!(
+        yaml.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/yaml")
+    );
+    let written = std::fs::read(support::tests_dir().join("../schemas/openapi.yaml")).unwrap();
+    assert_eq!(yaml.body, written);
+    // The page names every path, and loads nothing from elsewhere.
+    let docs = api.get("/docs").await;
+    assert_eq!(docs.status, 200);
+    assert_eq!(docs.headers["content-type"], "text/html; charset=utf-8");
+    let page = String::from_utf8(docs.body).unwrap();
+    for template in contract.doc["paths"].as_object().unwrap().keys() {
+        assert!(
+            page.contains(&format!(
+                "data-path=\"{}\"",
+                template.replace('"', "&quot;")
+            )),
+            "{template} is not on the page"
+        );
+    }
+    assert!(!page.contains("http://") && !page.contains("https://") && !page.contains("<script"));
+    for template in ["/", "/openapi.json", "/openapi.yaml", "/docs"] {
+        let body = contract
+            .get(&api, template, &format!("{template}?x=1"), 400)
+            .await;
+        assert_eq!(body["code"], "unknown_parameter");
+    }
 }

@@ -236,3 +236,44 @@ async fn a_browser_eventsource_resumes_by_itself_and_gets_every_report_once() {
     );
     assert!(browser.eval("return window.opens").await.as_i64().unwrap() >= 3);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_page_renders_every_documented_path_offline() {
+    ensure_browser();
+    let server = support::start_server("ws://127.0.0.1:9", &["--no-ingest"]);
+    let document: Value = serde_norway::from_str(
+        &std::fs::read_to_string(tests_dir().join("../schemas/openapi.yaml")).unwrap(),
+    )
+    .unwrap();
+    let documented: Vec<String> = document["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let browser = Browser::start().await;
+    browser.open(&server.url("/docs")).await;
+    // Every path is a rendered section with its heading on screen, in the document's order; the page asks
+    // nothing of any other host.
+    let rendered = browser
+        .eval(
+            "return [...document.querySelectorAll('section[data-path]')]
+                .filter(s => s.offsetHeight > 0 && s.querySelector('h2').innerText.length > 0)
+                .map(s => s.dataset.path)",
+        )
+        .await;
+    let rendered: Vec<String> = serde_json::from_value(rendered).unwrap();
+    assert_eq!(rendered, documented);
+    let fetched = browser
+        .eval("return performance.getEntriesByType('resource').map(r => r.name)")
+        .await;
+    let origin = server.base.trim_end_matches("/api/v1");
+    for name in fetched.as_array().unwrap() {
+        assert!(
+            name.as_str().unwrap().starts_with(origin),
+            "the page loads nothing from elsewhere: {fetched}"
+        );
+    }
+    let title = browser.eval("return document.title").await;
+    assert!(title.as_str().unwrap().contains("reference"), "{title}");
+}

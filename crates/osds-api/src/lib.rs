@@ -3,6 +3,7 @@
 //! the caches of rendered reports ([`report_cache`] for pages, [`recent`] for live consumers), the response
 //! bodies ([`response`]), and the connections it accepts ([`listener`], [`socket`], [`tls`]).
 
+pub mod describe;
 mod eew;
 pub mod error;
 pub mod gateway;

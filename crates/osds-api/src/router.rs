@@ -3,7 +3,7 @@
 use crate::error::ApiError;
 use crate::gateway::{self, Gateway};
 use crate::state::AppState;
-use crate::{eew, health, hyp, live};
+use crate::{describe, eew, health, hyp, live};
 use axum::Router;
 use axum::extract::MatchedPath;
 use axum::http::{HeaderName, Method, Uri, header};
@@ -32,7 +32,12 @@ pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
         ])
         .max_age(Duration::from_secs(86_400));
     Router::new()
-        .nest("/api/v1", eew::routes().merge(hyp::routes()))
+        .nest(
+            "/api/v1",
+            eew::routes().merge(hyp::routes()).merge(describe::routes()),
+        )
+        // The index answers with and without the trailing slash (the document names it `/`).
+        .route("/api/v1/", get(describe::index))
         .fallback(not_found)
         .layer(middleware::from_fn(gateway::caching))
         .layer(CompressionLayer::new().compress_when(gateway::compress_json))
