@@ -1,10 +1,10 @@
 //! What the HTTP server accepts: plain TCP connections as [`LiveSocket`]s (Nagle off), whose writes live
 //! consumers can lend to the hub, and what a request knows of its connection ([`Peer`]).
 
-use crate::server::Listener;
 use crate::socket::{LiveSocket, Tap, no_delay};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A request's connection: the client's address, and for a plain TCP connection the socket's [`Tap`].
@@ -12,6 +12,13 @@ use tokio::net::{TcpListener, TcpStream};
 pub struct Peer {
     pub addr: SocketAddr,
     pub tap: Option<Arc<Tap>>,
+}
+
+/// A source of accepted connections, for the server's loop (`server.rs`).
+pub trait Listener: Send + 'static {
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// The next connection and what a request may know of it. Waits out accept errors itself.
+    fn accept(&mut self) -> impl Future<Output = (Self::Io, Peer)> + Send;
 }
 
 /// Plain TCP connections, each a [`LiveSocket`].

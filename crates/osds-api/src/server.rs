@@ -5,7 +5,7 @@
 //! long), and after the stop signal lets the connections finish what they are doing.
 
 use crate::error::ErrorCode;
-use crate::listener::Peer;
+use crate::listener::Listener;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -41,13 +41,6 @@ impl Default for ConnectionLimits {
             trusted_proxies: Vec::new(),
         }
     }
-}
-
-/// A source of accepted connections.
-pub trait Listener: Send + 'static {
-    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
-    /// The next connection and what a request may know of it. Waits out accept errors itself.
-    fn accept(&mut self) -> impl Future<Output = (Self::Io, Peer)> + Send;
 }
 
 /// The open connections of each client address.

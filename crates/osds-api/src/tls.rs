@@ -67,7 +67,7 @@ impl TlsListener {
     }
 }
 
-impl crate::server::Listener for TlsListener {
+impl crate::listener::Listener for TlsListener {
     type Io = TlsStream<TcpStream>;
 
     async fn accept(&mut self) -> (Self::Io, crate::listener::Peer) {
