@@ -416,6 +416,16 @@ fn fill(dir: &std::path::Path) -> std::path::PathBuf {
     }
 }
 
+/// The archived bytes of reception record `delivery`.
+async fn raw_bytes(server: &Server, delivery: i64) -> bytes::Bytes {
+    reqwest::get(server.url(&format!("/deliveries/{delivery}/raw")))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+}
+
 async fn writes(server: &Server) -> Value {
     get_json(&server.url("/status")).await["writes"].clone()
 }
@@ -515,12 +525,7 @@ async fn a_full_disk_holds_frames_in_order_until_there_is_room_and_sigterm_still
     let id = event["id"].as_str().unwrap();
     let deliveries = get_json(&server.url(&format!("/events/{id}/deliveries"))).await;
     let delivery = deliveries["items"][0]["id"].as_i64().unwrap();
-    let raw = reqwest::get(server.url(&format!("/deliveries/{delivery}/raw")))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let raw = raw_bytes(&server, delivery).await;
     assert_eq!(raw.as_ref(), big.as_bytes());
 
     // Full again, with a frame waiting: SIGTERM still stops the service, within the shutdown grace, and says
@@ -569,12 +574,7 @@ async fn a_20_mb_frame_is_archived_whole_and_one_over_the_limit_is_refused_witho
     assert_eq!(relay.push_to("/cq_eew", big.as_bytes()).await, 1);
     let delivery = before + 1;
     wait_archive(&server, "the 20 MB frame", |a| a["deliveries"] == delivery).await;
-    let raw = reqwest::get(server.url(&format!("/deliveries/{delivery}/raw")))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let raw = raw_bytes(&server, delivery).await;
     assert_eq!(raw.len(), big.len());
     assert!(raw.as_ref() == big.as_bytes(), "the raw bytes differ");
     assert_eq!(relay.connection_count("/cq_eew").await, 1);

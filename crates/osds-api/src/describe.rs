@@ -3,7 +3,7 @@
 //! time (`docs`; see `build.rs`). Public reads under the same gateway rules as the rest.
 
 use crate::error::ApiError;
-use crate::params::Params;
+use crate::params::no_params;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::RawQuery;
@@ -28,10 +28,6 @@ pub fn routes() -> Router<AppState> {
         .route("/openapi.json", get(openapi_json))
         .route("/openapi.yaml", get(openapi_yaml))
         .route("/docs", get(docs))
-}
-
-fn no_params(query: Option<String>) -> Result<(), ApiError> {
-    Params::parse(query.as_deref())?.finish()
 }
 
 /// The index, made once from the document: the API's name and version and a link to every resource.

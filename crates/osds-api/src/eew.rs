@@ -1,7 +1,7 @@
 //! The EEW family: `/status`, `/events…`, `/deliveries/{id}/raw`, `/latest`, `/months`, `/reports`.
 
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::params::{MAX_SAFE_INTEGER, Params, PathText, parse_int};
+use crate::params::{MAX_SAFE_INTEGER, Params, PathText, no_params, parse_int};
 use crate::report_item::ReportPage;
 use crate::response::eew::{
     Delivery, DeliveryPage, EewEvent, EewPage, EewReport, Month, Months, Outage, Session,
@@ -44,10 +44,6 @@ fn event_id(id: &str) -> Result<&str, ApiError> {
             "event id must be 32 lowercase hexadecimal characters (the `id` of /events)",
         ))
     }
-}
-
-fn no_params(query: Option<String>) -> Result<(), ApiError> {
-    Params::parse(query.as_deref())?.finish()
 }
 
 fn source_param(params: &mut Params, state: &AppState) -> Result<Option<String>, ApiError> {

@@ -150,6 +150,11 @@ fn out_of_range(name: &str, range: &str) -> ApiError {
     )
 }
 
+/// For an endpoint that takes no query parameters: any one is a 400.
+pub fn no_params(query: Option<String>) -> Result<(), ApiError> {
+    Params::parse(query.as_deref())?.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
