@@ -1,6 +1,7 @@
 //! The layout rules of docs/design.md that a compiler does not check: inside every crate of the host and of the
 //! component logic, no module imports another that (directly or through others) imports it back. A crate root
-//! only declares and re-exports modules, so it is not a node of the graph. Test-only code is left out.
+//! only declares and re-exports modules, so it is not a node of the graph. Test-only code is left out. Also: the
+//! design's crate graph is the real one, and every relative link of the README and `docs/` leads somewhere.
 
 mod support;
 
@@ -252,4 +253,51 @@ fn the_design_documents_the_crate_graph_as_it_is() {
         .collect();
     let actual = crate_dependencies(&root);
     assert_eq!(documented, actual, "docs/design.md's crate graph");
+}
+
+/// The targets of the Markdown links `[text](target)` in `text` that point into the repository: not a URL, not
+/// an anchor of the same page; a target's own `#anchor` is dropped.
+fn relative_links(text: &str) -> Vec<String> {
+    text.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            let target = &rest[..rest.find(')')?];
+            let target = target.split('#').next().unwrap_or_default();
+            (!target.is_empty() && !target.contains("://") && !target.starts_with("mailto:"))
+                .then(|| target.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_relative_link_of_the_readme_and_the_docs_resolves() {
+    let root = support::tests_dir().join("..");
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for target in relative_links(&text) {
+            let resolved = page.parent().unwrap().join(&target);
+            assert!(
+                resolved.exists(),
+                "{}: the link to {target} leads nowhere",
+                page.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 0,
+        "no relative link found: the link finder is broken"
+    );
+    assert_eq!(
+        relative_links("[a](docs/x.md#y) [b](https://e.org) [c](#z) [d](../schemas/s.yaml)"),
+        ["docs/x.md", "../schemas/s.yaml"]
+    );
 }
