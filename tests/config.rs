@@ -126,3 +126,39 @@ fn a_database_that_does_not_exist_is_refused_by_every_command_but_serve() {
         assert!(!database.exists(), "osds {command:?} created the database");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_example_deployment_configuration_is_one_osds_serve_takes() {
+    // deploy/osds.toml as the systemd unit uses it, with the paths and the detector's network source overridden
+    // by flags (a flag beats the file) so it runs in a test directory without the internet.
+    let relay = fake_relay::FakeRelay::start(fake_relay::RelayConfig::default())
+        .await
+        .unwrap();
+    let dir = support::tempdir("deploy");
+    let config = support::tests_dir().join("../deploy/osds.toml");
+    let frames = format!("sqlite://{}", dir.join("frames.db").display());
+    let backups = dir.join("backups");
+    let server = support::launch(
+        dir.clone(),
+        &relay.url(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--hyp-source",
+            "off",
+            "--hyp-frames-url",
+            &frames,
+            "--backup-dir",
+            backups.to_str().unwrap(),
+        ],
+    )
+    .start()
+    .unwrap_or_else(|e| panic!("{e:#}"))
+    .removing_dir();
+    let status = support::get_json(&server.url("/status")).await;
+    assert_eq!(status["backups"]["everySeconds"], 86400);
+    assert_eq!(status["backups"]["keep"], 7);
+    let unit =
+        std::fs::read_to_string(support::tests_dir().join("../deploy/osds.service")).unwrap();
+    assert!(unit.contains("ExecStart=/usr/local/bin/osds --config /etc/osds/osds.toml serve"));
+}
