@@ -612,3 +612,79 @@ async fn a_websocket_that_stops_reading_is_disconnected_and_an_sse_stream_is_wai
     server.stop().await;
     assert!(server.log().contains("closing them"), "{}", server.log());
 }
+
+/// The ids stored by the example client, in order.
+fn stored_ids(store: &std::path::Path) -> Vec<i64> {
+    std::fs::read_to_string(store)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect()
+}
+
+fn saved_cursor(path: &std::path::Path) -> Value {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_example_follows_resumes_and_recovers_from_a_cursor_of_another_archive() {
+    // The server ends every stream after a second: the example reconnects from its cursor each time.
+    let (relay, server) =
+        start_connected(RelayConfig::default(), &["--live-max-connection-secs", "1"]).await;
+    support::wait_queries_done(&relay).await;
+    push_and_wait(&relay, &server, 1..=3).await;
+    let dir = support::tempdir("python-example");
+    let (cursor, store) = (dir.join("cursor.json"), dir.join("reports.jsonl"));
+    // A cursor of another archive, far ahead of this one's: the example is told (409) and starts again here.
+    std::fs::write(&cursor, r#"{"cursor": 1000000, "archiveId": "another"}"#).unwrap();
+    let example = support::tests_dir().join("../examples/follow.py");
+    let run = |reports: u32| {
+        tokio::process::Command::new("python3")
+            .arg(&example)
+            .arg(&server.base)
+            .arg("--cursor")
+            .arg(&cursor)
+            .arg("--store")
+            .arg(&store)
+            .args(["--max-reports", &reports.to_string()])
+            .kill_on_drop(true)
+            .spawn()
+            .expect("run python3 (installed by .ci/install-schemathesis)")
+    };
+    let mut first = run(4);
+    eventually(30, "the example positioned on this archive", || async {
+        (saved_cursor(&cursor)["cursor"] == 3).then_some(())
+    })
+    .await;
+    for n in 4..=7 {
+        relay.push_to("/cq_eew", cq_frame(n).as_bytes()).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), first.wait())
+        .await
+        .expect("the example stored four reports")
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(stored_ids(&store), [4, 5, 6, 7]);
+    let archive_id = get_json(&server.url("/status")).await["archiveId"].clone();
+    assert_eq!(
+        saved_cursor(&cursor),
+        serde_json::json!({ "cursor": 7, "archiveId": archive_id })
+    );
+
+    // Started again, it resumes after the last report it stored: nothing repeated, nothing skipped.
+    push_and_wait(&relay, &server, 8..=9).await;
+    let status = tokio::time::timeout(Duration::from_secs(60), run(2).wait())
+        .await
+        .expect("the example stored two more")
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(stored_ids(&store), [4, 5, 6, 7, 8, 9]);
+}
