@@ -633,20 +633,21 @@ fn saved_cursor(path: &std::path::Path) -> Value {
         .unwrap_or(Value::Null)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_python_example_follows_resumes_and_recovers_from_a_cursor_of_another_archive() {
+/// A client example (`program args… example`) through forced disconnects, a restart and a cursor of another
+/// archive: it stores every report once, in order, and its cursor follows.
+async fn an_example_follows_resumes_and_recovers(program: &std::path::Path, example: &str) {
     // The server ends every stream after a second: the example reconnects from its cursor each time.
     let (relay, server) =
         start_connected(RelayConfig::default(), &["--live-max-connection-secs", "1"]).await;
     support::wait_queries_done(&relay).await;
     push_and_wait(&relay, &server, 1..=3).await;
-    let dir = support::tempdir("python-example");
+    let dir = support::tempdir("client-example");
     let (cursor, store) = (dir.join("cursor.json"), dir.join("reports.jsonl"));
     // A cursor of another archive, far ahead of this one's: the example is told (409) and starts again here.
     std::fs::write(&cursor, r#"{"cursor": 1000000, "archiveId": "another"}"#).unwrap();
-    let example = support::tests_dir().join("../examples/follow.py");
+    let example = support::tests_dir().join("../examples").join(example);
     let run = |reports: u32| {
-        tokio::process::Command::new("python3")
+        tokio::process::Command::new(program)
             .arg(&example)
             .arg(&server.base)
             .arg("--cursor")
@@ -656,7 +657,7 @@ async fn the_python_example_follows_resumes_and_recovers_from_a_cursor_of_anothe
             .args(["--max-reports", &reports.to_string()])
             .kill_on_drop(true)
             .spawn()
-            .expect("run python3 (installed by .ci/install-schemathesis)")
+            .unwrap_or_else(|e| panic!("run {}: {e}", program.display()))
     };
     let mut first = run(4);
     eventually(30, "the example positioned on this archive", || async {
@@ -687,4 +688,21 @@ async fn the_python_example_follows_resumes_and_recovers_from_a_cursor_of_anothe
         .unwrap();
     assert!(status.success());
     assert_eq!(stored_ids(&store), [4, 5, 6, 7, 8, 9]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_example_follows_resumes_and_recovers_from_a_cursor_of_another_archive() {
+    // The Python of the conformance test's virtual environment, which the project's setup installs.
+    let python = support::schemathesis().with_file_name("python3");
+    an_example_follows_resumes_and_recovers(&python, "follow.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_node_example_follows_resumes_and_recovers_from_a_cursor_of_another_archive() {
+    let installed = std::process::Command::new("bash")
+        .arg(support::tests_dir().join("../.ci/install-node"))
+        .status()
+        .expect("run .ci/install-node");
+    assert!(installed.success(), ".ci/install-node failed");
+    an_example_follows_resumes_and_recovers(std::path::Path::new("node"), "follow.mjs").await;
 }
