@@ -122,18 +122,8 @@ pub struct ComponentChange {
 pub struct WriterTask {
     commands: mpsc::UnboundedSender<Command>,
     high_water: watch::Receiver<i64>,
-    state: Arc<Mutex<WriteState>>,
+    state: Arc<Mutex<WriteHealth>>,
     next_session_id: Arc<AtomicI64>,
-}
-
-/// What the archive task has not written yet, and why.
-struct WriteState {
-    limit_bytes: usize,
-    queued_frames: usize,
-    queued_bytes: usize,
-    /// Frames dropped because the queue was full, per channel (`unrouted` for a frame of none).
-    dropped: BTreeMap<String, u64>,
-    failure: Option<WriteFailure>,
 }
 
 /// Why the archive cannot write at the moment.
@@ -147,30 +137,24 @@ pub struct WriteFailure {
     pub attempts: u64,
 }
 
-/// The archive task's state as `/status` shows it.
+/// What the archive task has not written yet, and why (`/status` shows it).
 #[derive(Debug, Clone)]
 pub struct WriteHealth {
     pub failure: Option<WriteFailure>,
     pub queued_frames: usize,
     pub queued_bytes: usize,
     pub limit_bytes: usize,
+    /// Frames dropped because the queue was full, per channel (`unrouted` for a frame of none).
     pub dropped: BTreeMap<String, u64>,
 }
 
 /// A read-only view of the archive task's [`WriteHealth`]. Cheap to clone.
 #[derive(Clone)]
-pub struct WriteMonitor(Arc<Mutex<WriteState>>);
+pub struct WriteMonitor(Arc<Mutex<WriteHealth>>);
 
 impl WriteMonitor {
     pub fn health(&self) -> WriteHealth {
-        let state = lock(&self.0);
-        WriteHealth {
-            failure: state.failure.clone(),
-            queued_frames: state.queued_frames,
-            queued_bytes: state.queued_bytes,
-            limit_bytes: state.limit_bytes,
-            dropped: state.dropped.clone(),
-        }
+        lock(&self.0).clone()
     }
 }
 
@@ -181,7 +165,7 @@ impl WriterTask {
         let (commands, receiver) = mpsc::unbounded_channel();
         let (high_water_tx, high_water) = watch::channel(writer.high_water());
         let next_session_id = Arc::new(AtomicI64::new(writer.next_session_id()));
-        let state = Arc::new(Mutex::new(WriteState {
+        let state = Arc::new(Mutex::new(WriteHealth {
             limit_bytes: queue_bytes,
             queued_frames: 0,
             queued_bytes: 0,
@@ -207,9 +191,9 @@ impl WriterTask {
         self.high_water.clone()
     }
 
-    /// Queues a received frame for the archive. Returns false when it did not fit in the queue: it is then
-    /// dropped, counted for its channel and logged.
-    pub fn ingest(&self, incoming: Incoming) -> bool {
+    /// Queues a received frame for the archive. One that does not fit in the queue is dropped, counted for its
+    /// channel and logged.
+    pub fn ingest(&self, incoming: Incoming) {
         let size = incoming.frame.len();
         {
             let mut state = lock(&self.state);
@@ -225,13 +209,12 @@ impl WriterTask {
                     queued_bytes,
                     "the archive cannot keep up and the ingest queue is full: a received frame is dropped"
                 );
-                return false;
+                return;
             }
             state.queued_frames += 1;
             state.queued_bytes += size;
         }
         self.send(Command::Ingest(Box::new(incoming)));
-        true
     }
 
     /// A session id for a new upstream connection, at once; its record is written in order before any frame
@@ -319,7 +302,7 @@ async fn run(
     mut writer: Writer,
     mut receiver: mpsc::UnboundedReceiver<Command>,
     high_water: watch::Sender<i64>,
-    state: Arc<Mutex<WriteState>>,
+    state: Arc<Mutex<WriteHealth>>,
 ) {
     let mut pending: Option<Command> = None;
     let mut horizon_check = tokio::time::interval(HORIZON_CHECK);
@@ -403,7 +386,7 @@ async fn run(
 /// clears it.
 async fn persist(
     writer: &mut Writer,
-    state: &Mutex<WriteState>,
+    state: &Mutex<WriteHealth>,
     write: &Write,
 ) -> Option<IngestSummary> {
     let mut delay = FIRST_RETRY;
@@ -481,6 +464,6 @@ fn failure_code(error: &anyhow::Error) -> &'static str {
     "write_failed"
 }
 
-fn lock(state: &Mutex<WriteState>) -> std::sync::MutexGuard<'_, WriteState> {
+fn lock(state: &Mutex<WriteHealth>) -> std::sync::MutexGuard<'_, WriteHealth> {
     state.lock().unwrap_or_else(|e| e.into_inner())
 }
