@@ -401,7 +401,7 @@ impl ComponentManager {
             Some(old) => {
                 previous.insert(channel.to_string(), old);
             }
-            None => self.add_channels(candidate.info()).await,
+            None => self.add_channels(candidate.info()),
         }
         tracing::info!(
             channel,
@@ -525,19 +525,17 @@ impl ComponentManager {
             .context("the change could not be recorded in the archive, so it was not made")
     }
 
-    async fn add_channels(&self, info: &DecoderInfo) {
+    fn add_channels(&self, info: &DecoderInfo) {
         let Some(ingester) = &self.ingester else {
             return;
         };
         for tag in &info.claims {
-            ingester
-                .add_channel(ChannelSpec {
-                    source: info.source.clone(),
-                    type_tag: tag.clone(),
-                    path: info.upstream_path.clone(),
-                    query_command: info.query_command.clone(),
-                })
-                .await;
+            ingester.add_channel(ChannelSpec {
+                source: info.source.clone(),
+                type_tag: tag.clone(),
+                path: info.upstream_path.clone(),
+                query_command: info.query_command.clone(),
+            });
         }
     }
 

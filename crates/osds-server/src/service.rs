@@ -157,15 +157,12 @@ impl Service {
 
         let ingester = if let Some(upstream) = upstream {
             tracing::info!(upstream = %upstream.url, "ingesting from the relay");
-            Some(
-                Ingester::start(
-                    upstream,
-                    decoders.clone(),
-                    writer_task.clone(),
-                    board.clone(),
-                )
-                .await?,
-            )
+            Some(Ingester::start(
+                upstream,
+                decoders.clone(),
+                writer_task.clone(),
+                board.clone(),
+            ))
         } else {
             tracing::info!("ingestion disabled (--no-ingest): serving the archive only");
             None

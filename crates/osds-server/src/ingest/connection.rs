@@ -67,7 +67,7 @@ pub(super) async fn run(mut cx: Context) {
                 let session_id = cx.writer.open_session(&cx.path, cx.role(), &url);
                 cx.writer.session_connected(session_id);
                 tracing::info!(path = %cx.path, session_id, "upstream connected");
-                transition(&cx, true, Some(session_id), None).await;
+                transition(&cx, true, Some(session_id), None);
                 let ended = pump(&mut cx, socket, session_id).await;
                 if cx.stopping() {
                     tracing::info!(path = %cx.path, session_id, "upstream connection closed");
@@ -75,7 +75,7 @@ pub(super) async fn run(mut cx: Context) {
                     tracing::warn!(path = %cx.path, session_id, reason = ended.code, detail = %ended.detail, "upstream connection ended");
                 }
                 cx.writer.session_ended(session_id, ended.code);
-                transition(&cx, false, None, Some(ended.code)).await;
+                transition(&cx, false, None, Some(ended.code));
             }
             Ok(Err(e)) => {
                 let code = match e {
@@ -83,11 +83,11 @@ pub(super) async fn run(mut cx: Context) {
                     _ => "connect_failed",
                 };
                 tracing::warn!(path = %cx.path, reason = code, detail = %e, retry_in = ?backoff, "upstream unavailable");
-                transition(&cx, false, None, Some(code)).await;
+                transition(&cx, false, None, Some(code));
             }
             Err(_) => {
                 tracing::warn!(path = %cx.path, reason = "connect_timeout", retry_in = ?backoff, "upstream connect timed out");
-                transition(&cx, false, None, Some("connect_timeout")).await;
+                transition(&cx, false, None, Some("connect_timeout"));
             }
         }
         if cx.stopping() {
@@ -103,12 +103,7 @@ pub(super) async fn run(mut cx: Context) {
 
 /// Records a connect or disconnect (with its reason code, see [`Ended`]), and begins or ends the outages it
 /// causes.
-async fn transition(
-    cx: &Context,
-    connected: bool,
-    session_id: Option<i64>,
-    error: Option<&'static str>,
-) {
+fn transition(cx: &Context, connected: bool, session_id: Option<i64>, error: Option<&'static str>) {
     let reason = error.unwrap_or_default();
     for (source, up) in cx
         .board

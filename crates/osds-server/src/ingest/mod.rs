@@ -63,12 +63,12 @@ pub struct Ingester {
 
 impl Ingester {
     /// Connects to every channel path of the loaded decoders and to `/all_eew`.
-    pub async fn start(
+    pub fn start(
         config: UpstreamConfig,
         decoders: SharedDecoders,
         writer: WriterTask,
         board: Arc<UpstreamBoard>,
-    ) -> anyhow::Result<Arc<Ingester>> {
+    ) -> Arc<Ingester> {
         let (shutdown, _) = watch::channel(false);
         let ingester = Arc::new(Ingester {
             config,
@@ -82,11 +82,10 @@ impl Ingester {
             ingester
                 .writer
                 .outage_begin(&channel.source, "service started; not yet connected");
-
             ingester.connect(channel.path.clone(), true);
         }
         ingester.connect(board::REDUNDANT_PATH.to_string(), false);
-        Ok(ingester)
+        ingester
     }
 
     /// Holds a connection to `path` open for as long as the service runs.
@@ -109,12 +108,11 @@ impl Ingester {
     }
 
     /// Starts archiving a channel added while the service runs (a component for a new agency).
-    pub async fn add_channel(&self, channel: ChannelSpec) {
+    pub fn add_channel(&self, channel: ChannelSpec) {
         if self.board.add_channel(channel.clone()) {
             tracing::info!(source = %channel.source, path = %channel.path, "new channel: connecting upstream");
             self.writer
                 .outage_begin(&channel.source, "channel added; not yet connected");
-
             self.connect(channel.path, true);
         }
     }
