@@ -566,16 +566,28 @@ fn address_of(server: &Server) -> String {
         .to_string()
 }
 
+/// A server for raw-socket tests, started through `sh -c 'ulimit -Sn 256; exec …'`: a low soft limit of open
+/// files that the server raises to the hard one at start. Returns it with its `host:port`.
+async fn server_with_low_open_files(extra: &[&str]) -> (fake_relay::FakeRelay, Server, String) {
+    let relay = fake_relay::FakeRelay::start(RelayConfig::default())
+        .await
+        .unwrap();
+    let server = support::launch(support::tempdir("raw-sockets"), &relay.url(), extra)
+        .wrapped("sh", ["-c", "ulimit -Sn 256 && exec \"$0\" \"$@\""])
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .removing_dir();
+    let address = address_of(&server);
+    (relay, server, address)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn open_connections_are_capped_per_address_idle_ones_included() {
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpStream;
-    let relay = fake_relay::FakeRelay::start(RelayConfig::default())
-        .await
-        .unwrap();
-    let server = start_server(&relay.url(), &["--max-open-connections-per-client", "5"]);
-    let address = address_of(&server);
-    // Each connection is a descriptor: the server raised its soft limit to the hard one.
+    let (_relay, server, address) =
+        server_with_low_open_files(&["--max-open-connections-per-client", "5"]).await;
+    // Each connection is a descriptor: the server raised its soft limit (256 when it started) to the hard one.
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.pid())).unwrap();
     let open_files: Vec<&str> = limits
         .lines()
@@ -614,11 +626,8 @@ async fn open_connections_are_capped_per_address_idle_ones_included() {
 async fn a_connection_without_a_request_in_progress_is_closed_after_the_header_timeout() {
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpStream;
-    let relay = fake_relay::FakeRelay::start(RelayConfig::default())
-        .await
-        .unwrap();
-    let server = start_server(&relay.url(), &["--header-read-timeout-secs", "2"]);
-    let address = address_of(&server);
+    let (_relay, _server, address) =
+        server_with_low_open_files(&["--header-read-timeout-secs", "2"]).await;
     // Silent from the start; half a request's headers; idle after a request kept alive: each is closed.
     let mut silent = TcpStream::connect(&address).await.unwrap();
     assert_eq!(until_closed(&mut silent).await, "");
