@@ -129,8 +129,8 @@ fn a_database_that_does_not_exist_is_refused_by_every_command_but_serve() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_example_deployment_configuration_is_one_osds_serve_takes() {
-    // deploy/osds.toml as the systemd unit uses it, with the paths and the detector's network source overridden
-    // by flags (a flag beats the file) so it runs in a test directory without the internet.
+    // deploy/osds.toml as the systemd unit uses it, with the paths, the metrics port and the detector's network
+    // source overridden by flags (a flag beats the file) so it runs in a test directory without the internet.
     let relay = fake_relay::FakeRelay::start(fake_relay::RelayConfig::default())
         .await
         .unwrap();
@@ -150,6 +150,8 @@ async fn the_example_deployment_configuration_is_one_osds_serve_takes() {
             &frames,
             "--backup-dir",
             backups.to_str().unwrap(),
+            "--metrics-listen",
+            "127.0.0.1:0",
         ],
     )
     .start()
@@ -158,6 +160,11 @@ async fn the_example_deployment_configuration_is_one_osds_serve_takes() {
     let status = support::get_json(&server.url("/status")).await;
     assert_eq!(status["backups"]["everySeconds"], 86400);
     assert_eq!(status["backups"]["keep"], 7);
+    assert!(
+        server.stdout()[0].starts_with("osds: metrics http://127.0.0.1:"),
+        "{:?}",
+        server.stdout()
+    );
     let unit =
         std::fs::read_to_string(support::tests_dir().join("../deploy/osds.service")).unwrap();
     assert!(unit.contains("ExecStart=/usr/local/bin/osds --config /etc/osds/osds.toml serve"));

@@ -546,3 +546,222 @@ async fn logs_are_json_on_request_with_each_request_routed_timed_and_uncoloured(
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+/// The value of the sample `name{labels…}` in Prometheus text (labels in any order), if there is one.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (series_name, rest) = series.split_once('{').unwrap_or((series, "}"));
+            let found: Vec<(&str, &str)> = rest
+                .trim_end_matches('}')
+                .split("\",")
+                .filter(|pair| !pair.is_empty())
+                .filter_map(|pair| {
+                    let (key, value) = pair.split_once("=\"")?;
+                    Some((key, value.trim_end_matches('"')))
+                })
+                .collect();
+            (series_name == name && labels.iter().all(|label| found.contains(label)))
+                .then(|| value.parse().unwrap())
+        })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prometheus_metrics_are_served_on_their_own_listener() {
+    use futures_util::StreamExt;
+    let (relay, server) = start_connected(
+        RelayConfig::default(),
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            // Six requests, then 429s: no token comes back during the test.
+            "--rate-limit-burst",
+            "6",
+            "--rate-limit-per-sec",
+            "0.0001",
+        ],
+    )
+    .await;
+    let metrics_url = server
+        .stdout()
+        .iter()
+        .find_map(|line| line.strip_prefix("osds: metrics ").map(str::to_owned))
+        .expect("the metrics address on stdout");
+    let scrape = || async {
+        let response = reqwest::get(&metrics_url).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4")
+        );
+        response.text().await.unwrap()
+    };
+
+    // Requests 1 and 2: a consumer of each protocol.
+    let mut sse = SseClient::connect(&server.url("/stream"), None)
+        .await
+        .unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(support::live::ws_url(&server, ""))
+        .await
+        .unwrap();
+    for n in 1..=3 {
+        relay.push_to("/sc_eew", sc_frame(n).as_bytes()).await;
+    }
+    relay.push_to("/sc_eew", sc_frame(1).as_bytes()).await;
+    relay
+        .push_to("/sc_eew", br#"{"type":"sc_eew","ID":"x"}"#)
+        .await;
+    let mut reports = 0;
+    while reports < 3 {
+        let event = sse.next_event().await.expect("the stream goes on");
+        reports += usize::from(event.event.as_deref() == Some("report"));
+    }
+    let mut reports = 0;
+    while reports < 3 {
+        let message = support::live::ws_next(&mut ws)
+            .await
+            .expect("the socket stays open");
+        reports += usize::from(message["type"] == "report");
+    }
+    // Requests 3 and 4; then the rest of the burst, and one more is refused.
+    get_json(&server.url("/events?limit=1")).await;
+    let public_root = server.url("").replace("/api/v1", "");
+    let public = reqwest::get(format!("{public_root}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(public.status(), 404, "not on the public port");
+    let mut limited = false;
+    for _ in 0..10 {
+        if reqwest::get(server.url("/status")).await.unwrap().status() == 429 {
+            limited = true;
+            break;
+        }
+    }
+    assert!(limited);
+
+    let sc = [("source", "sc")];
+    let scraped = eventually(
+        20,
+        "the duplicate and the unparsed frame counted",
+        || async {
+            let text = scrape().await;
+            let counted = |outcome| {
+                sample(
+                    &text,
+                    "osds_ingest_units_total",
+                    &[sc[0], ("outcome", outcome)],
+                )
+            };
+            (counted("duplicate") == Some(1.0) && counted("unparsed") == Some(1.0)).then_some(text)
+        },
+    )
+    .await;
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        sample(&scraped, name, labels)
+            .unwrap_or_else(|| panic!("no {name} {labels:?} in\n{scraped}"))
+    };
+    assert_eq!(
+        value(
+            "osds_upstream_frames_received_total",
+            &[("socket", "/sc_eew"), ("source", "sc")]
+        ),
+        5.0
+    );
+    assert_eq!(
+        value("osds_ingest_units_total", &[sc[0], ("outcome", "archived")]),
+        3.0
+    );
+    assert!(value("osds_commit_duration_seconds_count", &[]) >= 1.0);
+    assert!(value("osds_commit_duration_seconds_bucket", &[("le", "+Inf")]) >= 1.0);
+    assert_eq!(
+        value("osds_upstream_connected", &[("socket", "/sc_eew")]),
+        1.0
+    );
+    assert_eq!(value("osds_archive_writable", &[]), 1.0);
+    assert_eq!(value("osds_ingest_queued_frames", &[]), 0.0);
+    for protocol in ["sse", "ws"] {
+        let of = [("protocol", protocol)];
+        assert_eq!(value("osds_live_subscribers", &of), 1.0, "{protocol}");
+        assert_eq!(value("osds_live_deliveries_total", &of), 3.0, "{protocol}");
+        assert_eq!(
+            value("osds_live_replay_backlog_reports", &of),
+            0.0,
+            "{protocol}"
+        );
+    }
+    assert_eq!(
+        value(
+            "osds_http_requests_total",
+            &[("route", "/api/v1/events"), ("status", "200")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            "osds_http_requests_total",
+            &[("route", "(none)"), ("status", "404")]
+        ),
+        1.0
+    );
+    assert!(
+        value(
+            "osds_http_request_duration_seconds_count",
+            &[("route", "/api/v1/events")]
+        ) >= 1.0
+    );
+    assert_eq!(
+        value("osds_http_rate_limited_total", &[("limit", "rate")]),
+        1.0
+    );
+    assert!(
+        value(
+            "osds_wasm_calls_total",
+            &[("component", "wolfx-sc"), ("outcome", "ok")]
+        ) >= 5.0
+    );
+    assert!(
+        scraped.contains("# HELP osds_ingest_units_total "),
+        "{scraped}"
+    );
+
+    // A consumer that leaves is counted out, with why.
+    ws.close(None).await.unwrap();
+    while ws.next().await.is_some() {}
+    eventually(20, "the WebSocket consumer counted out", || async {
+        let text = scrape().await;
+        let ws = [("protocol", "ws")];
+        (sample(&text, "osds_live_subscribers", &ws) == Some(0.0)
+            && sample(
+                &text,
+                "osds_live_disconnects_total",
+                &[ws[0], ("reason", "client_gone")],
+            ) == Some(1.0))
+        .then_some(())
+    })
+    .await;
+    drop(sse);
+
+    // The public address is refused for metrics.
+    let refused = run_osds(
+        [
+            "serve",
+            "--listen",
+            "127.0.0.1:9",
+            "--metrics-listen",
+            "127.0.0.1:9",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("metrics need a listener of their own"),
+        "{}",
+        text(&refused)
+    );
+}

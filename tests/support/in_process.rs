@@ -50,6 +50,7 @@ pub fn config(dir: &Path, upstream: Option<&str>) -> ServiceConfig {
         shutdown_grace: Duration::from_secs(1),
         limits: Default::default(),
         detector: DetectorPlan::Off,
+        metrics_listen: None,
     }
 }
 

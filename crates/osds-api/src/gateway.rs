@@ -213,7 +213,9 @@ fn strip_port(host: &str) -> &str {
     }
 }
 
-fn too_many(code: ErrorCode, message: String, retry_after: u64) -> Response {
+/// A 429, counted for the operator's metrics by the limit (`rate` or `concurrent`) it enforces.
+fn too_many(limit: &'static str, code: ErrorCode, message: String, retry_after: u64) -> Response {
+    metrics::counter!("osds_http_rate_limited_total", "limit" => limit).increment(1);
     ApiError {
         status: StatusCode::TOO_MANY_REQUESTS,
         code,
@@ -240,6 +242,7 @@ pub async fn limits(
         Take::Allowed { remaining, full_in } => (remaining, full_in),
         Take::Limited { retry_after } => {
             let mut response = too_many(
+                "rate",
                 ErrorCode::RateLimited,
                 format!(
                     "more than {} requests per second on average (burst {}) from {ip}; retry after backing off",
@@ -258,6 +261,7 @@ pub async fn limits(
     };
     let Some(slot) = gateway.take_slot(ip) else {
         let mut response = too_many(
+            "concurrent",
             ErrorCode::TooManyConnections,
             format!(
                 "more than {} requests or live streams at once from {ip}; close one and retry after backing off",

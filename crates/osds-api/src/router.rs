@@ -75,13 +75,20 @@ async fn access_log(request: axum::extract::Request, next: middleware::Next) -> 
         .get::<MatchedPath>()
         .map(|path| path.as_str().to_owned());
     let response = next.run(request).await;
+    let latency = started.elapsed().as_secs_f64();
+    let status = response.status().as_u16();
     tracing::debug!(
         %method,
         route = route.as_deref().unwrap_or("(none)"),
-        status = response.status().as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        status,
+        latency_ms = latency * 1000.0,
         "request"
     );
+    // Unmatched paths share one label: a scanner's paths must not each become a series.
+    let route = route.unwrap_or_else(|| "(none)".to_owned());
+    metrics::counter!("osds_http_requests_total", "route" => route.clone(), "status" => status.to_string())
+        .increment(1);
+    metrics::histogram!("osds_http_request_duration_seconds", "route" => route).record(latency);
     response
 }
 

@@ -175,6 +175,7 @@ pub async fn serve<L: Listener>(
 
 /// Answers 429 on a connection over its address's cap and closes it.
 async fn refuse(mut io: impl AsyncWrite + Unpin) {
+    metrics::counter!("osds_http_rate_limited_total", "limit" => "open_connections").increment(1);
     let answer = async {
         io.write_all(&too_many_open()).await?;
         io.shutdown().await

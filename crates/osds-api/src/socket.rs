@@ -28,6 +28,22 @@ pub enum Kind {
     Ws,
 }
 
+/// Reports written to lent sockets, per protocol (for the operator's metrics).
+#[derive(Debug, Default)]
+pub struct Written {
+    pub sse: u64,
+    pub ws: u64,
+}
+
+impl Written {
+    fn count(&mut self, kind: Kind) {
+        match kind {
+            Kind::Sse => self.sse += 1,
+            Kind::Ws => self.ws += 1,
+        }
+    }
+}
+
 /// How far an SSE stream has taken its connection from hyper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Detach {
@@ -314,10 +330,16 @@ impl Tap {
             .flatten()
     }
 
-    /// Writes `reports` (in id order, the first following `previous`) that come after the socket's cursor.
-    /// A socket that is not lent, or lent but not ready, or whose cursor is not where the reports continue,
-    /// or that cannot take a whole report at once, goes back to its consumer: the waker to wake.
-    pub(super) fn deliver(&self, reports: &[Arc<Rendered>], mut previous: i64) -> Option<Waker> {
+    /// Writes `reports` (in id order, the first following `previous`) that come after the socket's cursor,
+    /// counting them in `written`. A socket that is not lent, or lent but not ready, or whose cursor is not
+    /// where the reports continue, or that cannot take a whole report at once, goes back to its consumer: the
+    /// waker to wake.
+    pub(super) fn deliver(
+        &self,
+        reports: &[Arc<Rendered>],
+        mut previous: i64,
+        written: &mut Written,
+    ) -> Option<Waker> {
         let mut state = self.lock();
         if state.mode == Mode::Off {
             return None;
@@ -338,10 +360,14 @@ impl Tap {
                 return state.hand_back();
             };
             match writer.try_write(frame) {
-                Ok(n) if n == frame.len() => state.cursor = report.id,
+                Ok(n) if n == frame.len() => {
+                    state.cursor = report.id;
+                    written.count(state.kind);
+                }
                 Ok(n) => {
                     state.pending = Some(frame.slice(n..));
                     state.cursor = report.id;
+                    written.count(state.kind);
                     return state.hand_back();
                 }
                 // Full: the consumer's own writes wait for room and judge whether it is slow.
@@ -530,14 +556,22 @@ mod tests {
         let (socket, mut client) = pair().await;
         let reports = [report(4, r#"{"a":1}"#), report(5, r#"{"b":2}"#)];
         assert!(!lend_and_wait(&socket, Kind::Ws, 3));
-        assert!(socket.tap.deliver(&reports, 3).is_none());
+        let mut written = Written::default();
+        assert!(socket.tap.deliver(&reports, 3, &mut written).is_none());
+        assert_eq!((written.ws, written.sse), (2, 0));
         let expected = [reports[0].ws_frame().clone(), reports[1].ws_frame().clone()].concat();
         assert_eq!(read_exactly(&mut client, expected.len()).await, expected);
         // Delivered again (another shard's round, a late duplicate): nothing more is written.
-        assert!(socket.tap.deliver(&reports, 3).is_none());
+        assert!(socket.tap.deliver(&reports, 3, &mut written).is_none());
+        assert_eq!(written.ws, 2);
         assert_eq!(socket.tap.take_back(), 5);
         // Not lent: the hub leaves it alone.
-        assert!(socket.tap.deliver(&[report(6, "{}")], 5).is_none());
+        assert!(
+            socket
+                .tap
+                .deliver(&[report(6, "{}")], 5, &mut Written::default())
+                .is_none()
+        );
         assert!(socket.tap.lend(Kind::Ws, 5));
         drop(socket);
         let mut rest = Vec::new();
@@ -573,7 +607,7 @@ mod tests {
         assert!(tap.lend(Kind::Sse, 0));
         assert!(tap.poll_given_back(&mut cx).is_pending());
         let first = [report(1, r#"{"a":1}"#)];
-        assert!(tap.deliver(&first, 0).is_none());
+        assert!(tap.deliver(&first, 0, &mut Written::default()).is_none());
         assert_eq!(tap.take_back(), 1);
         tap.close();
         let mut all = Vec::new();
@@ -589,12 +623,22 @@ mod tests {
         let (mut socket, _client) = pair().await;
         assert!(!lend_and_wait(&socket, Kind::Ws, 5));
         // The reports continue 6, not 5: the consumer reads 6 itself.
-        assert!(socket.tap.deliver(&[report(7, "{}")], 6).is_some());
+        assert!(
+            socket
+                .tap
+                .deliver(&[report(7, "{}")], 6, &mut Written::default())
+                .is_some()
+        );
         assert_eq!(socket.tap.take_back(), 5);
         assert!(!lend_and_wait(&socket, Kind::Ws, 5));
         // tungstenite writing (a pong) without a flush yet: the hub must not write into its frame.
         socket.write_all(b"\x8a").await.unwrap();
-        assert!(socket.tap.deliver(&[report(6, "{}")], 5).is_some());
+        assert!(
+            socket
+                .tap
+                .deliver(&[report(6, "{}")], 5, &mut Written::default())
+                .is_some()
+        );
         assert_eq!(socket.tap.take_back(), 5);
     }
 
@@ -604,7 +648,9 @@ mod tests {
         // Far more than the socket buffers hold while the client reads nothing.
         let big = report(2, &format!("\"{}\"", "x".repeat(32 << 20)));
         assert!(!lend_and_wait(&socket, Kind::Ws, 1));
-        let waker = socket.tap.deliver(std::slice::from_ref(&big), 1);
+        let waker = socket
+            .tap
+            .deliver(std::slice::from_ref(&big), 1, &mut Written::default());
         assert!(waker.is_some(), "a full socket goes back to its consumer");
         // Counted as sent: the rest is on its way.
         assert_eq!(socket.tap.take_back(), 2);
@@ -630,7 +676,7 @@ mod tests {
         let mut next = 2;
         while socket
             .tap
-            .deliver(&[report(next, "{}")], next - 1)
+            .deliver(&[report(next, "{}")], next - 1, &mut Written::default())
             .is_none()
         {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -650,7 +696,7 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
         let tap = socket.tap.clone();
-        if let Some(waker) = tap.deliver(&[report(3, "{}")], 2) {
+        if let Some(waker) = tap.deliver(&[report(3, "{}")], 2, &mut Written::default()) {
             waker.wake();
         }
         waiting.await.unwrap();

@@ -75,7 +75,7 @@ impl DecoderComponent {
         Ok(DecoderComponent {
             runtime: runtime.clone(),
             pre,
-            warm: WarmInstances::new(),
+            warm: WarmInstances::new(info.name.clone()),
             wasm: wasm.into(),
             info: DecoderInfo {
                 name: info.name,

@@ -119,19 +119,40 @@ struct Warm<I> {
 /// The idle instances of one loaded component.
 pub(crate) struct WarmInstances<I> {
     idle: Mutex<Vec<Warm<I>>>,
+    /// The component's name, as the operator's metrics count its calls.
+    component: String,
 }
 
 impl<I> WarmInstances<I> {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(component: String) -> Self {
         WarmInstances {
             idle: Mutex::new(Vec::new()),
+            component,
         }
+    }
+
+    /// [`Self::call_warm`], counted by outcome (`ok`, `trap`, `timeout`).
+    pub(crate) fn call<R>(
+        &self,
+        runtime: &Runtime,
+        instantiate: impl FnOnce(&mut Store<CallState>) -> wasmtime::Result<I>,
+        call: impl FnOnce(&I, &mut Store<CallState>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let returned = self.call_warm(runtime, instantiate, call);
+        let outcome = match &returned {
+            Ok(_) => "ok",
+            Err(CallError::Timeout(_)) => "timeout",
+            Err(CallError::Trap { .. }) => "trap",
+        };
+        metrics::counter!("osds_wasm_calls_total", "component" => self.component.clone(), "outcome" => outcome)
+            .increment(1);
+        returned
     }
 
     /// Runs `call` in an idle instance (or a new one from `instantiate`) with the whole deadline. The instance
     /// is kept for the next call only if the call returned, and it has not served its share, written to stderr
     /// or grown its memories by a quarter of the limit.
-    pub(crate) fn call<R>(
+    fn call_warm<R>(
         &self,
         runtime: &Runtime,
         instantiate: impl FnOnce(&mut Store<CallState>) -> wasmtime::Result<I>,

@@ -50,7 +50,7 @@ impl ShaperComponent {
         Ok(ShaperComponent {
             runtime: runtime.clone(),
             pre,
-            warm: WarmInstances::new(),
+            warm: WarmInstances::new(info.name.clone()),
             wasm: wasm.into(),
             info: ShaperInfo {
                 name: info.name,

@@ -9,6 +9,7 @@ use crate::hot_swap::{ComponentManager, installed_decoders, installed_shaper};
 use crate::hyp::runner::{Recorder, Runner};
 use crate::hyp::source::{KmoniFetcher, ReplaySource};
 use crate::ingest::{ChannelSpec, Ingester, UpstreamBoard, UpstreamConfig};
+use crate::prometheus::Exporter;
 use anyhow::Context;
 use osds_api::AppState;
 use osds_api::gateway::{Gateway, GatewayConfig};
@@ -57,6 +58,8 @@ pub struct ServiceConfig {
     /// The memory limit and deadline of every call into a component.
     pub limits: Limits,
     pub detector: DetectorPlan,
+    /// Where the operator's Prometheus metrics are served; `None`: not at all.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Whether and how the self-sensing detector runs.
@@ -83,8 +86,21 @@ pub enum DetectorSource {
 }
 
 /// Runs the service until SIGINT or SIGTERM, then stops it in order.
-pub async fn run(config: ServiceConfig) -> anyhow::Result<()> {
-    Service::start(config).await?.serve().await
+pub async fn run(mut config: ServiceConfig) -> anyhow::Result<()> {
+    // Bound first: a taken port fails the start, and the recorder is in place before anything records.
+    let exporter = match config.metrics_listen.take() {
+        Some(address) => Some(Exporter::bind(address).await?),
+        None => None,
+    };
+    let service = Service::start(config).await?;
+    if let Some(exporter) = exporter {
+        exporter.serve(
+            service.state.upstream.clone(),
+            service.state.writes.clone(),
+            service.state.shutdown.clone(),
+        )?;
+    }
+    service.serve().await
 }
 
 /// The service, started: archive, components, ingestion, the detector and backups running; not listening yet.
@@ -134,6 +150,8 @@ impl Service {
             shutdown_grace,
             limits,
             detector,
+            // Served by `run` (a process has one recorder).
+            metrics_listen: _,
         } = config;
         // One service per archive; `osds restore` refuses while it runs.
         let lock = osds_store::ArchiveLock::acquire(&osds_store::database_path(&database_url)?)?;

@@ -9,7 +9,7 @@ use osds_time::{beijing_month, now_rfc3339, parse_ms};
 use sha2::{Digest, Sha256};
 use sqlx::sqlite::{Sqlite, SqliteConnectOptions, SqliteTransactionManager};
 use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, Transaction, TransactionManager};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use wolfx_core::Report;
 
 /// Write transactions take the write lock up front: a deferred one that read first could not upgrade after
@@ -77,8 +77,21 @@ pub struct IngestSummary {
     pub duplicates: usize,
     pub unparsed: usize,
     pub ignored: usize,
+    /// Units per (channel, outcome): `archived`, `duplicate`, `unparsed` or `ignored`; a unit without a
+    /// channel counts under its `type` (for the operator's metrics).
+    pub units: BTreeMap<(String, &'static str), u64>,
     /// Highest report id after the commit.
     pub high_water: i64,
+}
+
+impl IngestSummary {
+    fn tally(&mut self, unit: &UnitRecord, source: Option<&str>, outcome: &'static str) {
+        let channel = source
+            .or(unit.type_tag.as_deref())
+            .unwrap_or("unknown")
+            .to_owned();
+        *self.units.entry((channel, outcome)).or_default() += 1;
+    }
 }
 
 /// An archived delivery that a later decoder turned into a report (see `osds reparse`).
@@ -449,6 +462,7 @@ async fn archive_unit(
         UnitKind::Ignored => {
             delivery("ignored").push(&mut statements);
             summary.ignored += 1;
+            summary.tally(unit, None, "ignored");
         }
         UnitKind::Unparsed {
             source,
@@ -465,6 +479,7 @@ async fn archive_unit(
             }
             .push(&mut statements);
             summary.unparsed += 1;
+            summary.tally(unit, source.as_deref(), "unparsed");
         }
         UnitKind::Report {
             source,
@@ -489,7 +504,9 @@ async fn archive_unit(
             .push(&mut statements);
             if context.existing.is_some() {
                 summary.duplicates += 1;
+                summary.tally(unit, Some(source), "duplicate");
             } else {
+                summary.tally(unit, Some(source), "archived");
                 store_version(
                     &mut statements,
                     &context,

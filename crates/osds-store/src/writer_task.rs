@@ -202,6 +202,8 @@ impl WriterTask {
                 let queued_bytes = state.queued_bytes;
                 let dropped = state.dropped.entry(source.clone()).or_default();
                 *dropped += 1;
+                metrics::counter!("osds_ingest_dropped_frames_total", "source" => source.clone())
+                    .increment(1);
                 tracing::error!(
                     %source,
                     bytes = size,
@@ -344,11 +346,15 @@ async fn run(
                 let size: usize = batch.iter().map(|i| i.frame.len()).sum();
                 let count = batch.len();
                 let write = Write::Batch(batch);
-                if let Some(summary) = persist(&mut writer, &state, &write).await
-                    && !summary.new_versions.is_empty()
-                {
-                    tracing::debug!(versions = ?summary.new_versions, "committed new report versions");
-                    high_water.send_replace(summary.high_water);
+                if let Some(summary) = persist(&mut writer, &state, &write).await {
+                    for ((source, outcome), units) in &summary.units {
+                        metrics::counter!("osds_ingest_units_total", "source" => source.clone(), "outcome" => *outcome)
+                            .increment(*units);
+                    }
+                    if !summary.new_versions.is_empty() {
+                        tracing::debug!(versions = ?summary.new_versions, "committed new report versions");
+                        high_water.send_replace(summary.high_water);
+                    }
                 }
                 let mut state = lock(&state);
                 state.queued_frames -= count;
@@ -391,8 +397,13 @@ async fn persist(
 ) -> Option<IngestSummary> {
     let mut delay = FIRST_RETRY;
     loop {
+        let started = std::time::Instant::now();
         match write.apply(writer).await {
             Ok(done) => {
+                if let Write::Batch(_) = write {
+                    metrics::histogram!("osds_commit_duration_seconds")
+                        .record(started.elapsed().as_secs_f64());
+                }
                 if let Some(failure) = lock(state).failure.take() {
                     tracing::warn!(
                         code = failure.code,

@@ -163,7 +163,7 @@ impl Server {
         self.child.id()
     }
 
-    /// The lines written to stdout so far (`osds: serving URL` first).
+    /// The lines written to stdout so far (`osds: serving URL` first, after `osds: metrics URL` when served).
     pub fn stdout(&self) -> Vec<String> {
         self.stdout
             .lock()

@@ -95,6 +95,62 @@ pub(super) fn status_message(state: &AppState) -> Value {
     })
 }
 
+/// A live consumer as the operator's metrics see it: counted among the subscribers of its protocol while it
+/// lives, with the reports it sent itself (the hub counts the ones it writes), its share of the replay
+/// backlog, and why it ended (`client_gone` unless the server ended it).
+pub(super) struct Subscriber {
+    protocol: &'static str,
+    subscribers: metrics::Gauge,
+    backlog: metrics::Gauge,
+    deliveries: metrics::Counter,
+    /// This consumer's part of the backlog gauge.
+    behind: f64,
+    reason: &'static str,
+}
+
+impl Subscriber {
+    pub(super) fn new(protocol: &'static str, feed: &Feed) -> Subscriber {
+        let subscribers = metrics::gauge!("osds_live_subscribers", "protocol" => protocol);
+        subscribers.increment(1.0);
+        let mut subscriber = Subscriber {
+            protocol,
+            subscribers,
+            backlog: metrics::gauge!("osds_live_replay_backlog_reports", "protocol" => protocol),
+            deliveries: metrics::counter!("osds_live_deliveries_total", "protocol" => protocol),
+            behind: 0.0,
+            reason: "client_gone",
+        };
+        subscriber.track(feed);
+        subscriber
+    }
+
+    /// `sent` reports of the feed's last batch went out.
+    pub(super) fn sent(&mut self, sent: usize, feed: &Feed) {
+        self.deliveries.increment(sent as u64);
+        self.track(feed);
+    }
+
+    fn track(&mut self, feed: &Feed) {
+        let behind = feed.backlog() as f64;
+        self.backlog.increment(behind - self.behind);
+        self.behind = behind;
+    }
+
+    /// The server ends the connection, for `reason`.
+    pub(super) fn ending(&mut self, reason: &'static str) {
+        self.reason = reason;
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.subscribers.decrement(1.0);
+        self.backlog.decrement(self.behind);
+        metrics::counter!("osds_live_disconnects_total", "protocol" => self.protocol, "reason" => self.reason)
+            .increment(1);
+    }
+}
+
 pub(super) fn lifetime_reason(cursor: i64) -> String {
     format!("connection lifetime reached; resume after report id {cursor}")
 }

@@ -85,6 +85,11 @@ impl Feed {
         self.cursor < self.replay_until
     }
 
+    /// Reports of the backlog not replayed yet.
+    pub fn backlog(&self) -> i64 {
+        (self.replay_until - self.cursor).max(0)
+    }
+
     /// The next reports after the cursor, waiting for a commit when there are none. Cancel-safe: the cursor
     /// moves only when a batch is returned.
     pub async fn next(&mut self) -> anyhow::Result<Vec<Arc<Rendered>>> {

@@ -7,7 +7,7 @@
 use super::feed::Feed;
 use crate::recent::RecentReports;
 use crate::report_cache::ReportCache;
-use crate::socket::Tap;
+use crate::socket::{Tap, Written};
 use osds_store::Store;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -88,13 +88,17 @@ async fn run(shard: Arc<Shard>, mut feed: Feed) {
         };
         taps.append(&mut shard.joining.lock().unwrap_or_else(PoisonError::into_inner));
         taps.retain(|tap| !tap.abandoned());
+        let mut written = Written::default();
         for (index, tap) in taps.iter().enumerate() {
-            if let Some(waker) = tap.deliver(&reports, previous) {
+            if let Some(waker) = tap.deliver(&reports, previous, &mut written) {
                 waker.wake();
             }
             if index % WRITES_PER_TURN == WRITES_PER_TURN - 1 {
                 tokio::task::yield_now().await;
             }
         }
+        // Once per round, not per socket: a metric's lookup for each of thousands of sockets would show.
+        metrics::counter!("osds_live_deliveries_total", "protocol" => "sse").increment(written.sse);
+        metrics::counter!("osds_live_deliveries_total", "protocol" => "ws").increment(written.ws);
     }
 }

@@ -5,7 +5,7 @@
 //! the feed whenever hyper asks for more.
 
 use super::consumer::{
-    Duties, checked_cursor, lifetime_reason, ready_message, start_feed, status_message,
+    Duties, Subscriber, checked_cursor, lifetime_reason, ready_message, start_feed, status_message,
 };
 use super::feed::Feed;
 use crate::error::ApiError;
@@ -166,6 +166,7 @@ struct Events {
     /// Whether nothing went out since the last keep-alive was due.
     quiet: bool,
     ended: bool,
+    subscriber: Subscriber,
 }
 
 impl Events {
@@ -175,6 +176,7 @@ impl Events {
         let mut shutdown = state.shutdown.clone();
         let retry = Bytes::from(format!("retry: {}\n\n", config.retry.as_millis()));
         let ready = json_event("ready", &ready_message(&feed, state.store.archive_id()));
+        let subscriber = Subscriber::new("sse", &feed);
         Events {
             stopping: Box::pin(async move {
                 let _ = shutdown.changed().await;
@@ -182,6 +184,7 @@ impl Events {
             pending: VecDeque::from([retry, ready]),
             quiet: true,
             ended: false,
+            subscriber,
             duties,
             feed,
             state,
@@ -198,7 +201,7 @@ impl Events {
         loop {
             let due = self.duties.due();
             if due.lifetime {
-                return self.end(lifetime_reason(self.feed.cursor()));
+                return self.end("lifetime", lifetime_reason(self.feed.cursor()));
             }
             let keepalive = due.keepalive && self.quiet;
             if due.keepalive {
@@ -226,6 +229,7 @@ impl Events {
             match turn {
                 Turn::Reports(Ok(reports)) => {
                     self.quiet = false;
+                    self.subscriber.sent(reports.len(), &self.feed);
                     self.pending
                         .extend(reports.iter().map(|r| r.sse_event.clone()));
                     if let Some(frame) = self.pending.pop_front() {
@@ -242,7 +246,7 @@ impl Events {
                         "archive unavailable; resume after report id {}",
                         self.feed.cursor()
                     );
-                    return self.end(reason);
+                    return self.end("archive_unavailable", reason);
                 }
                 Turn::Duty => {}
                 Turn::Stopping => {
@@ -250,15 +254,16 @@ impl Events {
                         "service stopping; resume after report id {}",
                         self.feed.cursor()
                     );
-                    return self.end(reason);
+                    return self.end("stopping", reason);
                 }
             }
         }
     }
 
-    /// The last frame: the reason, as a comment (not an event).
-    fn end(&mut self, reason: String) -> Option<Bytes> {
+    /// The last frame: the reason, as a comment (not an event); `code` names it in the metrics.
+    fn end(&mut self, code: &'static str, reason: String) -> Option<Bytes> {
         tracing::debug!(%reason, "closing an SSE stream");
+        self.subscriber.ending(code);
         self.ended = true;
         Some(comment(&reason))
     }

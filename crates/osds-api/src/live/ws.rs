@@ -2,7 +2,7 @@
 //! `status` and protocol pings, and closes with a reason naming the cursor to resume after.
 
 use super::consumer::{
-    Duties, checked_cursor, lifetime_reason, ready_message, start_feed, status_message,
+    Duties, Subscriber, checked_cursor, lifetime_reason, ready_message, start_feed, status_message,
 };
 use super::feed::Feed;
 use crate::error::{ApiError, ErrorCode};
@@ -104,10 +104,13 @@ fn slow_consumer_reason(cursor: i64) -> String {
     format!("slow consumer disconnected; resume after report id {cursor}")
 }
 
+/// Why the server closes a socket: the close code, a reason code for the metrics, and the reason sent.
+type Close = (u16, &'static str, String);
+
 /// How a socket ends when a message could not be handed over: a slow consumer is told why.
-fn ended(stop: Stop, sent_up_to: i64) -> Option<(u16, String)> {
+fn ended(stop: Stop, sent_up_to: i64) -> Option<Close> {
     match stop {
-        Stop::Slow => Some((1008, slow_consumer_reason(sent_up_to))),
+        Stop::Slow => Some((1008, "slow_consumer", slow_consumer_reason(sent_up_to))),
         Stop::Gone => None,
     }
 }
@@ -128,6 +131,7 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
     let patience = config.slow_consumer;
     let mut shutdown = state.shutdown.clone();
     let ready = text(&ready_message(&feed, state.store.archive_id()));
+    let mut subscriber = Subscriber::new("ws", &feed);
     if within(patience, socket.send(ready)).await.is_err() {
         return;
     }
@@ -135,13 +139,13 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
     let mut last_heard = Instant::now();
     let stopping = shutdown.changed();
     tokio::pin!(stopping);
-    // (close code, reason) when the server ends the connection; None when the peer is gone. Every report the
-    // feed returned went out (or the loop ended), so the feed's cursor is what the consumer has, outside the
-    // sending of a batch.
-    let close: Option<(u16, String)> = loop {
+    // Set when the server ends the connection; None when the peer is gone. Every report the feed returned
+    // went out (or the loop ended), so the feed's cursor is what the consumer has, outside the sending of a
+    // batch.
+    let close: Option<Close> = loop {
         let due = duties.due();
         if due.lifetime {
-            break Some((1001, lifetime_reason(feed.cursor())));
+            break Some((1001, "lifetime", lifetime_reason(feed.cursor())));
         }
         if due.status
             && let Err(stop) = within(patience, socket.send(text(&status_message(&state)))).await
@@ -150,6 +154,7 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
         }
         if due.keepalive {
             if last_heard.elapsed() > config.keepalive_interval * MISSED_PINGS {
+                subscriber.ending("unresponsive");
                 break None;
             }
             if let Err(stop) =
@@ -166,7 +171,7 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
                 Ok(reports) => Outgoing::Reports(reports),
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "live feed cannot read the archive; closing the socket");
-                    break Some((1011, format!("archive unavailable; resume after report id {}", feed.cursor())));
+                    break Some((1011, "archive_unavailable", format!("archive unavailable; resume after report id {}", feed.cursor())));
                 }
             },
             message = socket.recv() => match message {
@@ -180,6 +185,7 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
                 }
                 Some(Err(e)) if too_big(&e) => break Some((
                     1009,
+                    "message_too_big",
                     format!("a message over {MAX_INCOMING} bytes; consumers only send `ping`; resume after report id {}", feed.cursor()),
                 )),
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
@@ -189,21 +195,24 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
                 }
             },
             () = duties.elapsed() => continue,
-            _ = &mut stopping => break Some((1001, format!("service stopping; resume after report id {}", feed.cursor()))),
+            _ = &mut stopping => break Some((1001, "stopping", format!("service stopping; resume after report id {}", feed.cursor()))),
         };
         let mut sent_up_to = feed.cursor();
         let sent = match outgoing {
             Outgoing::Reports(reports) => {
                 sent_up_to = feed.before_batch();
                 let mut sent = Ok(());
-                for report in reports {
+                let mut count = 0;
+                for report in &reports {
                     sent =
                         within(patience, socket.send(Message::Text(report.ws_text.clone()))).await;
                     if sent.is_err() {
                         break;
                     }
                     sent_up_to = report.id;
+                    count += 1;
                 }
+                subscriber.sent(count, &feed);
                 sent
             }
             Outgoing::Control(message) => within(patience, socket.send(message)).await,
@@ -213,8 +222,9 @@ async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
             break ended(stop, sent_up_to);
         }
     };
-    if let Some((code, reason)) = close {
+    if let Some((code, metric_reason, reason)) = close {
         tracing::debug!(%reason, "closing a WebSocket");
+        subscriber.ending(metric_reason);
         let frame = CloseFrame {
             code,
             reason: reason.into(),

@@ -216,6 +216,12 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
                 };
                 let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), session_id, received_at.clone(), marker).await;
                 cx.board.received(&cx.path, incoming.source(), &received_at);
+                metrics::counter!(
+                    "osds_upstream_frames_received_total",
+                    "socket" => cx.path.clone(),
+                    "source" => incoming.source().unwrap_or("unrouted").to_owned()
+                )
+                .increment(1);
                 cx.writer.ingest(incoming);
                 // Time spent decoding a big frame is not silence: the relay's next message may be waiting.
                 last_message = Instant::now();

@@ -112,6 +112,10 @@ pub struct ServeArgs {
     /// The public base URL (ending in /api/v1) named to clients of the legacy host; default: the listen address.
     #[arg(long, env = "OSDS_PUBLIC_BASE_URL", value_name = "URL")]
     pub public_base_url: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, a listener of their own (never the public port, which
+    /// is refused); off when not given. Keep it on loopback or a private network.
+    #[arg(long, env = "OSDS_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Local admin socket for `osds components` (a Unix domain socket, never the public port).
     #[arg(
         long,
@@ -240,6 +244,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
     };
 
+    if args
+        .metrics_listen
+        .is_some_and(|metrics| metrics == args.listen && metrics.port() != 0)
+    {
+        anyhow::bail!(
+            "--metrics-listen {} is the public --listen address: metrics need a listener of their own",
+            args.listen
+        );
+    }
     if !(args.rate_limit_per_sec.is_finite() && args.rate_limit_per_sec > 0.0)
         || args.rate_limit_burst == 0
     {
@@ -288,6 +301,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_grace: seconds("shutdown-grace-secs", args.shutdown_grace_secs)?,
         limits: args.limits.limits(),
         detector: detector_plan(&args.detector)?,
+        metrics_listen: args.metrics_listen,
     };
     service::run(config).await
 }

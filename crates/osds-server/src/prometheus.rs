@@ -1,0 +1,229 @@
+//! The operator's metrics: Prometheus text on a listener of its own (`--metrics-listen`), never the public
+//! port. Counters and histograms are recorded where things happen, through the `metrics` facade (a no-op
+//! until [`Exporter::bind`] installs the recorder); what the service keeps as state anyway (upstream sockets,
+//! the ingest queue) is read when scraped. Every metric is listed in `docs/operating.md`.
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use osds_api::upstream::Upstream;
+use osds_store::WriteMonitor;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Bucket bounds of every `*_seconds` histogram: from a fast commit (under a millisecond) to a slow request.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// How often histograms are folded into their buckets between scrapes (the exporter leaves it to its user).
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// The recorder, installed, and its listener, bound.
+pub struct Exporter {
+    handle: PrometheusHandle,
+    listener: TcpListener,
+}
+
+/// What a scrape reads besides the recorded metrics.
+#[derive(Clone)]
+struct Scrape {
+    handle: PrometheusHandle,
+    upstream: Arc<dyn Upstream>,
+    writes: WriteMonitor,
+}
+
+impl Exporter {
+    /// Binds `address` and installs the process's metrics recorder; before the service starts, so nothing
+    /// records into the no-op recorder.
+    pub async fn bind(address: SocketAddr) -> anyhow::Result<Exporter> {
+        let listener = TcpListener::bind(address)
+            .await
+            .with_context(|| format!("listen for metrics on {address}"))?;
+        let handle = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)?
+            .install_recorder()
+            .context("install the metrics recorder")?;
+        describe();
+        Ok(Exporter { handle, listener })
+    }
+
+    /// Serves `GET /metrics` until `shutdown` turns true.
+    pub fn serve(
+        self,
+        upstream: Arc<dyn Upstream>,
+        writes: WriteMonitor,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
+        let address = self.listener.local_addr()?;
+        let upkeep = self.handle.clone();
+        let mut upkeep_shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(UPKEEP_EVERY);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => upkeep.run_upkeep(),
+                    _ = upkeep_shutdown.changed() => return,
+                }
+            }
+        });
+        let app = Router::new()
+            .route("/metrics", get(scrape))
+            .with_state(Scrape {
+                handle: self.handle,
+                upstream,
+                writes,
+            });
+        tracing::info!(%address, "serving metrics at /metrics");
+        // Scripts and tests find the port here, as they find the public one in `osds: serving`.
+        println!("osds: metrics http://{address}/metrics");
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = shutdown.wait_for(|stopping| *stopping).await;
+            };
+            if let Err(e) = axum::serve(self.listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+            {
+                tracing::error!(error = %e, "the metrics listener failed");
+            }
+        });
+        Ok(())
+    }
+}
+
+/// The state-derived metrics, refreshed, then everything in the Prometheus text format.
+async fn scrape(State(scrape): State<Scrape>) -> impl IntoResponse {
+    for socket in scrape.upstream.connections() {
+        let labels = [
+            ("socket", socket.path.clone()),
+            ("role", socket.role.to_owned()),
+        ];
+        metrics::gauge!("osds_upstream_connected", &labels)
+            .set(f64::from(u8::from(socket.connected)));
+        metrics::counter!("osds_upstream_reconnects_total", &labels).absolute(socket.reconnects);
+        metrics::counter!("osds_upstream_refused_frames_total", &labels)
+            .absolute(socket.refused_frames);
+    }
+    for source in scrape.upstream.source_states() {
+        metrics::gauge!("osds_source_connected", "source" => source.source)
+            .set(f64::from(u8::from(source.connected)));
+    }
+    let health = scrape.writes.health();
+    metrics::gauge!("osds_archive_writable").set(f64::from(u8::from(health.failure.is_none())));
+    metrics::gauge!("osds_ingest_queued_frames").set(health.queued_frames as f64);
+    metrics::gauge!("osds_ingest_queued_bytes").set(health.queued_bytes as f64);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        scrape.handle.render(),
+    )
+}
+
+/// The `# HELP` line of every metric.
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "osds_upstream_frames_received_total",
+        "Frames received from the relay, per socket and channel (`unrouted`: no channel's)."
+    );
+    describe_counter!(
+        "osds_ingest_units_total",
+        "Units of received frames, archived: per channel and outcome (archived: a new report version; duplicate, unparsed, ignored)."
+    );
+    describe_counter!(
+        "osds_ingest_dropped_frames_total",
+        "Received frames dropped because the ingest queue was full while the archive could not write."
+    );
+    describe_gauge!(
+        "osds_ingest_queued_frames",
+        "Received frames waiting for the archive."
+    );
+    describe_gauge!(
+        "osds_ingest_queued_bytes",
+        Unit::Bytes,
+        "Bytes of received frames waiting for the archive."
+    );
+    describe_gauge!(
+        "osds_archive_writable",
+        "1 while the archive takes writes, 0 while they fail (see /status `writes`)."
+    );
+    describe_histogram!(
+        "osds_commit_duration_seconds",
+        Unit::Seconds,
+        "Time of a successful group commit of received frames."
+    );
+    describe_gauge!(
+        "osds_upstream_connected",
+        "1 while the upstream socket is connected."
+    );
+    describe_counter!(
+        "osds_upstream_reconnects_total",
+        "Reconnects of the upstream socket."
+    );
+    describe_counter!(
+        "osds_upstream_refused_frames_total",
+        "Frames over --upstream-max-frame-mib the upstream socket refused."
+    );
+    describe_gauge!(
+        "osds_source_connected",
+        "1 while the channel has a connected socket (its own or /all_eew)."
+    );
+    describe_gauge!(
+        "osds_live_subscribers",
+        "Live consumers connected, per protocol (sse, ws)."
+    );
+    describe_counter!(
+        "osds_live_deliveries_total",
+        "Reports written to live consumers, per protocol."
+    );
+    describe_counter!(
+        "osds_live_disconnects_total",
+        "Live connections ended, per protocol and reason."
+    );
+    describe_gauge!(
+        "osds_live_replay_backlog_reports",
+        "Reports live consumers still have to replay from their cursors, per protocol."
+    );
+    describe_counter!(
+        "osds_http_requests_total",
+        "Requests answered, per route and status."
+    );
+    describe_histogram!(
+        "osds_http_request_duration_seconds",
+        Unit::Seconds,
+        "Time until a response's head, per route."
+    );
+    describe_counter!(
+        "osds_http_rate_limited_total",
+        "Requests and connections answered 429, per limit (rate, concurrent, open_connections)."
+    );
+    describe_counter!(
+        "osds_wasm_calls_total",
+        "Calls into Wasm components, per component and outcome (ok, trap, timeout)."
+    );
+    describe_counter!(
+        "osds_hyp_frames_total",
+        "Seconds of monitor images the detector took."
+    );
+    describe_counter!(
+        "osds_hyp_missing_images_total",
+        "Monitor images that did not arrive."
+    );
+    describe_counter!(
+        "osds_hyp_undecodable_images_total",
+        "Monitor images that arrived but could not be decoded."
+    );
+    describe_counter!(
+        "osds_hyp_reports_total",
+        "Detector reports, per outcome (archived, failed)."
+    );
+}
