@@ -846,3 +846,24 @@ async fn main() -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod readme_tests {
+    use super::Options;
+    use clap::Parser;
+
+    /// The README's `bench/run.sh ARGS` lines are arguments `osds-bench` takes (run.sh passes them on).
+    #[test]
+    fn the_readme_run_sh_lines_parse() {
+        let lines =
+            osds_testkit::readme::invocations(&osds_testkit::readme::readme(), &["bench/run.sh"]);
+        let given: Vec<_> = lines.into_iter().filter(|l| !l.is_empty()).collect();
+        assert!(given.len() >= 2, "{given:?}");
+        for line in given {
+            let args = std::iter::once("osds-bench".to_owned()).chain(line.iter().cloned());
+            if let Err(e) = Options::try_parse_from(args) {
+                panic!("`bench/run.sh {}` does not parse:\n{e}", line.join(" "));
+            }
+        }
+    }
+}

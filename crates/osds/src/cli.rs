@@ -120,3 +120,114 @@ fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod readme_tests {
+    use super::Cli;
+    use clap::CommandFactory;
+    use osds_testkit::readme::{invocations, readme, shell_commands};
+    use std::path::Path;
+
+    fn root() -> &'static Path {
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    }
+
+    /// Every `osds …` line of the README, and what it runs through `cargo run -p osds --`, is one the command
+    /// line takes (flags, values and subcommands as written).
+    #[test]
+    fn every_osds_command_of_the_readme_parses() {
+        let readme = readme();
+        let mut lines = invocations(&readme, &["osds"]);
+        for cargo in invocations(&readme, &["cargo", "run"]) {
+            if let Some(dash) = cargo.iter().position(|w| w == "--")
+                && cargo.windows(2).any(|w| w == ["-p", "osds"])
+            {
+                lines.push(cargo[dash + 1..].to_vec());
+            }
+        }
+        assert!(lines.len() > 15, "{lines:?}");
+        for line in lines {
+            let args = std::iter::once("osds".to_owned()).chain(line.iter().cloned());
+            if let Err(e) = Cli::command().try_get_matches_from(args) {
+                panic!("`osds {}` does not parse:\n{e}", line.join(" "));
+            }
+        }
+    }
+
+    /// Every `cargo` line names packages, binaries and benchmarks of the workspace; every script it runs is
+    /// there and executable.
+    #[test]
+    fn every_cargo_line_and_script_of_the_readme_names_what_exists() {
+        let root = root();
+        let manifest = |dir: &str| -> toml::Table {
+            std::fs::read_to_string(root.join(dir).join("Cargo.toml"))
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let workspace = manifest(".");
+        let members: Vec<(String, toml::Table)> = workspace["workspace"]["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|dir| {
+                let table = manifest(dir.as_str().unwrap());
+                (table["package"]["name"].as_str().unwrap().to_owned(), table)
+            })
+            .collect();
+        let targets = |table: &toml::Table, kind: &str| -> Vec<String> {
+            table
+                .get(kind)
+                .and_then(|t| t.as_array())
+                .into_iter()
+                .flatten()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let mut checked = 0;
+        for words in shell_commands(&readme()) {
+            if words[0].ends_with(".sh") {
+                let script = root.join(&words[0]);
+                let mode = std::os::unix::fs::PermissionsExt::mode(
+                    &std::fs::metadata(&script)
+                        .unwrap_or_else(|e| panic!("{}: {e}", script.display()))
+                        .permissions(),
+                );
+                assert!(mode & 0o111 != 0, "{} is not executable", script.display());
+                checked += 1;
+            }
+            if words[0] != "cargo" {
+                continue;
+            }
+            let after = |flag: &str| {
+                words
+                    .iter()
+                    .position(|w| w == flag)
+                    .map(|i| words[i + 1].clone())
+            };
+            // Everything up to `--` is cargo's: files after it are the program's.
+            let own = words.iter().position(|w| w == "--").unwrap_or(words.len());
+            if let Some(package) = after("-p") {
+                let (_, table) = members
+                    .iter()
+                    .find(|(name, _)| *name == package)
+                    .unwrap_or_else(|| panic!("no workspace package `{package}`: {words:?}"));
+                for (flag, kind) in [("--bin", "bin"), ("--bench", "bench")] {
+                    if let Some(target) = after(flag) {
+                        assert!(
+                            targets(table, kind).contains(&target),
+                            "`{package}` has no {kind} `{target}`: {words:?}"
+                        );
+                    }
+                }
+            }
+            for word in &words[own..] {
+                if word.contains('/') && word.ends_with(".jsonl") {
+                    assert!(root.join(word).exists(), "{word} is missing: {words:?}");
+                }
+            }
+            checked += 1;
+        }
+        assert!(checked >= 8, "{checked}");
+    }
+}

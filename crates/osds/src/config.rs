@@ -215,6 +215,18 @@ mod tests {
     use crate::cli::{Cli, Command as Sub};
     use clap::{CommandFactory, FromArgMatches};
 
+    /// The README's example of a configuration file holds settings `osds serve` takes.
+    #[test]
+    fn the_readme_configuration_example_is_one_serve_takes() {
+        let readme = osds_testkit::readme::readme();
+        let (_, block) = readme.split_once("```toml\n").expect("a TOML example");
+        let (block, _) = block.split_once("```").unwrap();
+        let (command, keys) = with_settings(Cli::command(), block, Path::new("README.md")).unwrap();
+        assert!(!keys.is_empty());
+        check_applicable(&command, &["serve".to_owned()], &keys).unwrap();
+        parse(block, &["osds", "serve"]).unwrap();
+    }
+
     fn parse(file: &str, args: &[&str]) -> anyhow::Result<Cli> {
         let (command, _) = with_settings(Cli::command(), file, Path::new("test.toml"))?;
         let matches = command.try_get_matches_from(args)?;

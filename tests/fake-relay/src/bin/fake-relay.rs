@@ -57,3 +57,39 @@ async fn main() -> anyhow::Result<()> {
     relay.shutdown().await;
     Ok(())
 }
+
+#[cfg(test)]
+mod readme_tests {
+    use super::Args;
+    use clap::Parser;
+    use std::path::Path;
+
+    /// The README's `cargo run -p fake-relay -- ARGS` lines parse, and the frames they replay each go to a
+    /// channel the relay serves.
+    #[test]
+    fn the_readme_fake_relay_lines_parse_and_replay_routable_frames() {
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+        let lines = osds_testkit::readme::invocations(
+            &osds_testkit::readme::readme(),
+            &["cargo", "run", "-p", "fake-relay", "--"],
+        );
+        assert!(!lines.is_empty());
+        for line in lines {
+            let args = std::iter::once("fake-relay".to_owned()).chain(line.iter().cloned());
+            let args = Args::try_parse_from(args)
+                .unwrap_or_else(|e| panic!("`fake-relay {}`: {e}", line.join(" ")));
+            let Some(replay) = args.replay else { continue };
+            let frames = std::fs::read_to_string(root.join(&replay)).unwrap();
+            assert!(frames.lines().count() > 3);
+            for frame in frames.lines().filter(|l| !l.trim().is_empty()) {
+                let value: serde_json::Value = serde_json::from_str(frame).unwrap();
+                let type_tag = value["type"].as_str().unwrap_or_default();
+                assert!(
+                    fake_relay::channel_path(type_tag).is_some(),
+                    "{} has a frame no channel carries: {frame}",
+                    replay.display()
+                );
+            }
+        }
+    }
+}
