@@ -633,12 +633,14 @@ fn saved_cursor(path: &std::path::Path) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// A client example (`program args… example`) through forced disconnects, a restart and a cursor of another
-/// archive: it stores every report once, in order, and its cursor follows.
+/// The server ends every stream after a second: the example reconnects from its cursor each time.
+const EXAMPLE_SERVER_ARGS: &[&str] = &["--live-max-connection-secs", "1"];
+
+/// A client example (`program args… example`) through forced disconnects, a restart of the server, a restart
+/// of the example and a cursor of another archive: it stores every report once, in order, and its cursor
+/// follows.
 async fn an_example_follows_resumes_and_recovers(program: &std::path::Path, example: &str) {
-    // The server ends every stream after a second: the example reconnects from its cursor each time.
-    let (relay, server) =
-        start_connected(RelayConfig::default(), &["--live-max-connection-secs", "1"]).await;
+    let (relay, server) = start_connected(RelayConfig::default(), EXAMPLE_SERVER_ARGS).await;
     support::wait_queries_done(&relay).await;
     push_and_wait(&relay, &server, 1..=3).await;
     let dir = support::tempdir("client-example");
@@ -646,10 +648,12 @@ async fn an_example_follows_resumes_and_recovers(program: &std::path::Path, exam
     // A cursor of another archive, far ahead of this one's: the example is told (409) and starts again here.
     std::fs::write(&cursor, r#"{"cursor": 1000000, "archiveId": "another"}"#).unwrap();
     let example = support::tests_dir().join("../examples").join(example);
+    // The restarted server answers at the same address.
+    let base = server.base.clone();
     let run = |reports: u32| {
         tokio::process::Command::new(program)
             .arg(&example)
-            .arg(&server.base)
+            .arg(&base)
             .arg("--cursor")
             .arg(&cursor)
             .arg("--store")
@@ -664,7 +668,36 @@ async fn an_example_follows_resumes_and_recovers(program: &std::path::Path, exam
         (saved_cursor(&cursor)["cursor"] == 3).then_some(())
     })
     .await;
-    for n in 4..=7 {
+    for n in 4..=5 {
+        relay.push_to("/cq_eew", cq_frame(n).as_bytes()).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    eventually(30, "two reports stored", || async {
+        (stored_ids(&store).len() == 2).then_some(())
+    })
+    .await;
+
+    // The server restarts under it (same archive, same address): the example retries, backing off, and
+    // resumes from its cursor.
+    let mut server = server;
+    server.stop().await;
+    let address = server
+        .base
+        .trim_start_matches("http://")
+        .trim_end_matches("/api/v1")
+        .to_owned();
+    let server = support::launch(server.into_dir(), &relay.url(), EXAMPLE_SERVER_ARGS)
+        .listen(address)
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .removing_dir();
+    for path in fake_relay::channel_paths() {
+        assert!(
+            relay.wait_connected(path, 1, Duration::from_secs(20)).await,
+            "the restarted server never connected {path}"
+        );
+    }
+    for n in 6..=7 {
         relay.push_to("/cq_eew", cq_frame(n).as_bytes()).await;
         tokio::time::sleep(Duration::from_millis(400)).await;
     }

@@ -1,5 +1,5 @@
 //! A real `osds serve` process on a real socket, as the end-to-end tests and the benchmarks run it: started on
-//! a port the system picks, in its own directory (database, admin socket, `server.log`), ready once it printed
+//! a port the system picks (or a given one), in its own directory (database, admin socket, `server.log`), ready once it printed
 //! `osds: serving URL`, killed when dropped.
 
 use std::ffi::OsString;
@@ -14,6 +14,8 @@ pub struct Launch {
     binary: PathBuf,
     dir: PathBuf,
     database: PathBuf,
+    /// `--listen`: a port the system picks unless a test restarts a server where its clients expect it.
+    listen: String,
     args: Vec<OsString>,
     /// A program (and its arguments) the server is started through: `program args… binary serve …`.
     wrapper: Option<(OsString, Vec<OsString>)>,
@@ -27,6 +29,7 @@ impl Launch {
         Launch {
             binary: binary.into(),
             database: dir.join("osds.db"),
+            listen: "127.0.0.1:0".to_owned(),
             dir,
             args: Vec::new(),
             wrapper: None,
@@ -37,6 +40,12 @@ impl Launch {
     /// Serves the database at `path` instead.
     pub fn database(mut self, path: impl Into<PathBuf>) -> Launch {
         self.database = path.into();
+        self
+    }
+
+    /// Listens on `address` (e.g. the one a stopped server used) instead of a port the system picks.
+    pub fn listen(mut self, address: impl Into<String>) -> Launch {
+        self.listen = address.into();
         self
     }
 
@@ -76,7 +85,7 @@ impl Launch {
         };
         let mut child = command
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", &self.listen])
             .arg("--database-url")
             .arg(format!("sqlite://{}", self.database.display()))
             .arg("--admin-socket")
