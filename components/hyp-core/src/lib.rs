@@ -4,7 +4,7 @@
 //! This is the logic behind the `hyp-shaper` component (`wit/hyp/v1.0.0/shaper.wit`). It is plain Rust so it can be
 //! unit-tested natively; the component is a thin wrapper around [`shape_bytes`].
 //!
-//! Rules (from `shared/hyp.md` and the spec's "Self-sensing report"): times are Unix ms (`i64`) everywhere; a
+//! Rules (from `docs/self-sensing.md` and `docs/api.md`): times are Unix ms (`i64`) everywhere; a
 //! value the detector did not give stays `null`, never 0; the grade is the worst of three criteria (station
 //! count, azimuthal gap, RMS residual) and is D when the depth is fixed or the gap or RMS is unknown. Position
 //! is emitted only inside `event.hypEstimate`, never as `event.latitude`/`event.longitude`.
@@ -192,7 +192,7 @@ pub fn azimuth_gap_degrees(stations: &[StationPick]) -> Option<f64> {
     )
 }
 
-/// The grade by the table in `shared/hyp.md`: each criterion gives the best grade it satisfies, the grade is the
+/// The grade by the table in `docs/self-sensing.md`: each criterion gives the best grade it satisfies, the grade is the
 /// worst of the three; D when the depth is fixed or the gap or RMS is unknown.
 pub fn grade(station_count: u32, gap: Option<f64>, rms: Option<f64>, depth_fixed: bool) -> Grade {
     struct Row {

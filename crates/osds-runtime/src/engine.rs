@@ -1,7 +1,7 @@
 //! The engine: one wasmtime engine, WASI p2 with an empty context, a memory limit and an epoch
 //! deadline on every call. A component that loops, allocates without bound or panics fails that one call.
 //!
-//! Instances are kept warm between calls (a small pool per component, as DESIGN.md allows): building a store,
+//! Instances are kept warm between calls (a small pool per component, as docs/design.md allows): building a store,
 //! the WASI context and the component's core instances was ~90 % of a decode. An instance is thrown away after
 //! any trap or timeout, once it has written to stderr or grown its memories by a quarter of the limit, and after
 //! a fixed number of calls, so a misbehaving component still fails only its own calls.

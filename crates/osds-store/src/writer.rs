@@ -1,5 +1,5 @@
 //! The single writer. Every insert happens here, in transactions whose commit is durable before the caller
-//! learns the new high-water mark (DESIGN.md: durability before visibility).
+//! learns the new high-water mark (docs/design.md: commit, then publish).
 
 use crate::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT_PAGES};
 use crate::ids::{HORIZON, IdReservation};

@@ -100,7 +100,7 @@ fn parse_late(text: &str) -> Result<(Layer, u64), String> {
 /// The layers a scenario renders.
 const LAYERS: [&str; 2] = ["jma_s", "acmap_s"];
 
-/// Unix ms of the anchor's origin (JST wall clock as given in hyp.md).
+/// Unix ms of the anchor's origin (JST wall clock, as docs/self-sensing.md gives it).
 fn jst_ms(text: &str) -> i64 {
     chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
         .map(|t| t.and_utc().timestamp_millis() - 9 * 3_600_000)
