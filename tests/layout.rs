@@ -1,7 +1,8 @@
 //! The layout rules of docs/design.md that a compiler does not check: inside every crate of the host and of the
 //! component logic, no module imports another that (directly or through others) imports it back. A crate root
 //! only declares and re-exports modules, so it is not a node of the graph. Test-only code is left out. Also: the
-//! design's crate graph is the real one, and every relative link of the README and `docs/` leads somewhere.
+//! design's crate graph is the real one, every relative link of the README and `docs/` leads somewhere, and no
+//! file refers to a folder outside the repository.
 
 mod support;
 
@@ -300,4 +301,49 @@ fn every_relative_link_of_the_readme_and_the_docs_resolves() {
         relative_links("[a](docs/x.md#y) [b](https://e.org) [c](#z) [d](../schemas/s.yaml)"),
         ["docs/x.md", "../schemas/s.yaml"]
     );
+}
+
+/// Every file under `dir` but build output, dependencies and version control.
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy();
+        if matches!(name.as_ref(), "target" | ".git" | "node_modules") {
+            continue;
+        }
+        if path.is_dir() {
+            source_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// The repository stands alone: no file points at the workplace's reference folder beside it (`../shared`),
+/// whose contents a clone does not have; what the project needs of it is in `docs/` in its own words.
+#[test]
+fn no_file_refers_to_a_folder_outside_the_repository() {
+    let root = support::tests_dir().join("..");
+    let mut files = Vec::new();
+    source_files(&root, &mut files);
+    assert!(files.len() > 100, "{} files", files.len());
+    let outside = [
+        "../shared",
+        "shared/hyp.md",
+        "shared/DESIGN.md",
+        "shared/spec/",
+    ];
+    for file in files {
+        // Binary files (components, databases, images) are not read as text.
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for reference in outside {
+            assert!(
+                !text.contains(reference) || file.ends_with("tests/layout.rs"),
+                "{} refers to `{reference}`",
+                file.display()
+            );
+        }
+    }
 }
