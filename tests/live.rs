@@ -739,3 +739,114 @@ async fn the_node_example_follows_resumes_and_recovers_from_a_cursor_of_another_
     assert!(installed.success(), ".ci/install-node failed");
     an_example_follows_resumes_and_recovers(std::path::Path::new("node"), "follow.mjs").await;
 }
+
+fn sc_frame(n: u32) -> String {
+    format!(
+        r#"{{"type":"sc_eew","ID":{n},"EventID":"2026091011{n:04}.0001_1","ReportTime":"2026-09-10 11:00:00","ReportNum":1,"OriginTime":"2026-09-10 10:59:50","HypoCenter":"四川内江市隆昌市","Latitude":29.239,"Longitude":105.227,"Magunitude":4.2,"Depth":10,"MaxIntensity":5.0}}"#
+    )
+}
+
+/// Pushes one frame and waits until it is report `id`, so ids alternate between channels as pushed.
+async fn push_as(relay: &FakeRelay, server: &Server, path: &str, frame: String, id: i64) {
+    relay.push_to(path, frame.as_bytes()).await;
+    eventually(60, "the report archived", || async {
+        (get_json(&server.url("/reports?limit=1")).await["highWater"] == id).then_some(())
+    })
+    .await;
+}
+
+fn ids(page: &Value) -> Vec<i64> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_source_filter_follows_some_channels_on_the_global_cursor() {
+    let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
+    // Odd ids are cq reports, even ids sc reports.
+    for n in 1..=3 {
+        push_as(
+            &relay,
+            &server,
+            "/cq_eew",
+            cq_frame(n),
+            2 * i64::from(n) - 1,
+        )
+        .await;
+        push_as(&relay, &server, "/sc_eew", sc_frame(n), 2 * i64::from(n)).await;
+    }
+    let page = async |query: &str| get_json(&server.url(&format!("/reports?{query}"))).await;
+    let sc = page("source=sc").await;
+    assert_eq!(ids(&sc), [2, 4, 6]);
+    assert!(
+        sc["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["source"] == "sc")
+    );
+    assert_eq!(sc["nextCursor"], 6);
+    let first = page("source=sc&limit=2").await;
+    assert_eq!(
+        (ids(&first), first["nextCursor"].clone()),
+        (vec![2, 4], 4.into())
+    );
+    // Not full: everything up to the horizon was looked at.
+    let rest = page("source=cq&after=5&limit=2").await;
+    assert_eq!((ids(&rest), rest["nextCursor"].clone()), (vec![], 6.into()));
+    assert_eq!(ids(&page("source=cq,sc&after=1").await), [2, 3, 4, 5, 6]);
+    let refused = reqwest::get(server.url("/reports?source=sc,zz"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+
+    // The backlog replayed, filtered; then new reports pushed by the hub, filtered.
+    let mut sse = SseClient::connect(&server.url("/stream?source=sc&after=0"), None)
+        .await
+        .unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url(&server, "?source=cq&after=0"))
+        .await
+        .unwrap();
+    let mut next_sse = async || loop {
+        let event = sse.next_event().await.expect("the stream goes on");
+        if event.event.as_deref() == Some("report") {
+            break event.id.unwrap().parse::<i64>().unwrap();
+        }
+    };
+    for id in [2, 4, 6] {
+        assert_eq!(next_sse().await, id);
+    }
+    let mut ws_ids = Vec::new();
+    while ws_ids.len() < 3 {
+        let message = ws_next(&mut ws).await.expect("the socket stays open");
+        if message["type"] == "report" {
+            ws_ids.push(message["id"].as_i64().unwrap());
+        }
+    }
+    assert_eq!(ws_ids, [1, 3, 5]);
+    push_as(&relay, &server, "/cq_eew", cq_frame(4), 7).await;
+    push_as(&relay, &server, "/sc_eew", sc_frame(4), 8).await;
+    assert_eq!(next_sse().await, 8, "the cq report is passed over");
+    let next = loop {
+        let message = ws_next(&mut ws).await.unwrap();
+        if message["type"] == "report" {
+            break message;
+        }
+    };
+    assert_eq!(
+        (next["id"].clone(), next["data"]["source"].clone()),
+        (7.into(), "cq".into())
+    );
+
+    let refused = SseClient::connect(&server.url("/stream?source=zz"), None).await;
+    assert_eq!(refused.err().map(|(status, _)| status), Some(400));
+    let refused = tokio_tungstenite::connect_async(ws_url(&server, "?source=")).await;
+    assert!(
+        refused.is_err(),
+        "an empty filter is refused before the upgrade"
+    );
+}

@@ -196,6 +196,21 @@ impl Contract {
             good.extend(values.iter().map(|v| v.as_str().unwrap().to_string()));
             bad.push("zz".into());
         }
+        // A comma-separated list (`style: form, explode: false`) of an enumeration: each value, two together.
+        if let Some(values) = self.resolve(&schema["items"])["enum"].as_array() {
+            assert_eq!(
+                parameter["explode"], false,
+                "`{name}` of {template} is a list"
+            );
+            let values: Vec<&str> = values.iter().map(|v| v.as_str().unwrap()).collect();
+            good.extend(values.iter().map(|v| v.to_string()));
+            good.push(values[..2].join(","));
+            bad.extend([
+                "zz".into(),
+                format!("{},zz", values[0]),
+                format!("{},", values[0]),
+            ]);
+        }
         if let (Some(min), Some(max)) = (schema["minimum"].as_f64(), schema["maximum"].as_f64()) {
             let integer = schema["type"] == "integer";
             let show = |n: f64| {

@@ -2,6 +2,7 @@
 
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, no_params, parse_int};
+use crate::report_cache::source_reports_after;
 use crate::report_item::ReportPage;
 use crate::response::eew::{
     Delivery, DeliveryPage, EewEvent, EewPage, EewReport, Month, Months, Outage, Session,
@@ -11,6 +12,7 @@ use crate::response::status::{
     Archive, BACKUPS_NOTE, Backups, Decoder, LastBackup, Latest, SourceStatus, Status, Writes,
     file_name,
 };
+use crate::sources::SourceFilter;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::{RawQuery, State};
@@ -298,11 +300,17 @@ async fn reports(
     let mut params = Params::parse(query.as_deref())?;
     let after = params.int("after", 0..=MAX_SAFE_INTEGER)?.unwrap_or(0);
     let limit = params.int("limit", 1..=1000)?.unwrap_or(100);
+    let filter = SourceFilter::from_params(&mut params, &state.upstream.sources())?;
     params.finish()?;
-    let page = state
-        .report_cache
-        .reports_after(&state.store, after, limit)
-        .await?;
+    let page = match &filter {
+        None => {
+            state
+                .report_cache
+                .reports_after(&state.store, after, limit)
+                .await?
+        }
+        Some(filter) => source_reports_after(&state.store, after, limit, filter).await?,
+    };
     if after > page.high_water {
         return Err(ApiError::cursor_ahead(
             after,

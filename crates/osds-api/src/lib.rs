@@ -21,6 +21,7 @@ pub mod response;
 pub mod router;
 pub mod server;
 pub mod socket;
+pub mod sources;
 pub mod state;
 pub mod tls;
 pub mod upstream;

@@ -3,6 +3,7 @@
 //! commit horizon stays valid forever; the block the horizon lies in is never cached (the caller reads it).
 
 use crate::report_item::{ReportItem, ReportPage};
+use crate::sources::SourceFilter;
 use osds_store::Store;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -173,6 +174,39 @@ pub async fn rendered_between(
     Ok(rows.iter().map(ReportItem::render).collect())
 }
 
+/// A `/reports` page of the channels of `filter`: read by each channel's index (not through the cache of every
+/// channel's blocks) and merged in id order. A page that is not full has looked at every id up to the horizon,
+/// so its `next_cursor` is the horizon: a consumer of a quiet channel does not read the same ids again.
+pub async fn source_reports_after(
+    store: &Store,
+    after: i64,
+    limit: i64,
+    filter: &SourceFilter,
+) -> anyhow::Result<ReportPage> {
+    let high_water = store.high_water().await?;
+    let mut rows = Vec::new();
+    for source in filter.sources() {
+        rows.extend(
+            store
+                .source_reports_between(source, after, high_water, limit)
+                .await?,
+        );
+    }
+    rows.sort_unstable_by_key(|row| row.id);
+    rows.truncate(usize::try_from(limit).unwrap_or(0));
+    let items: Vec<ReportItem> = rows.iter().map(ReportItem::render).collect();
+    let next_cursor = match items.last() {
+        Some(last) if items.len() as i64 == limit => last.id,
+        _ => high_water.max(after),
+    };
+    Ok(ReportPage {
+        items,
+        next_cursor,
+        high_water,
+        archive_id: store.archive_id().to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +215,7 @@ mod tests {
         Block::new(
             ids.map(|id| ReportItem {
                 id,
+                source: "sc",
                 json: format!("{{\"id\":{id}}}").into(),
                 digest: [0; 8],
             })

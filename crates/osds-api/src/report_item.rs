@@ -10,6 +10,8 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct ReportItem {
     pub id: i64,
+    /// Its channel, for the `source` filter.
+    pub source: &'static str,
     pub json: Arc<str>,
     /// The first 8 bytes of the SHA-256 of `json`, so a page's validator is computed from 8 bytes per item.
     pub digest: [u8; 8],
@@ -22,6 +24,7 @@ impl ReportItem {
         let digest = Sha256::digest(json.as_bytes());
         ReportItem {
             id: row.id,
+            source: crate::sources::intern(&row.source),
             digest: digest[..8].try_into().unwrap_or_default(),
             json: json.into(),
         }

@@ -8,6 +8,7 @@
 //! An SSE stream also takes its connection from hyper once the response head is out ([`Tap::detach`]): hyper
 //! keeps 16 KiB of buffers for the life of every HTTP/1 connection, more than the rest of a subscriber.
 
+use crate::sources::{self, SourceFilter};
 use crate::wire::Rendered;
 use bytes::{Buf, Bytes};
 use std::io;
@@ -85,6 +86,8 @@ struct TapState {
     writer: Option<OwnedWriteHalf>,
     mode: Mode,
     kind: Kind,
+    /// The channels the consumer follows (none: all); the hub passes over the others' reports.
+    filter: Option<SourceFilter>,
     /// The last report id on the socket (written, or partly written with the rest in `pending`).
     cursor: i64,
     /// The rest of a report the hub wrote in part: it goes out before any other byte.
@@ -113,6 +116,7 @@ impl LiveSocket {
                 writer: Some(write),
                 mode: Mode::Off,
                 kind: Kind::Sse,
+                filter: None,
                 cursor: 0,
                 pending: None,
                 dirty: false,
@@ -195,12 +199,13 @@ impl Tap {
     }
 
     /// Lends the socket to the hub for the reports after `cursor`; false if it is broken.
-    pub(super) fn lend(&self, kind: Kind, cursor: i64) -> bool {
+    pub(super) fn lend(&self, kind: Kind, cursor: i64, filter: Option<&SourceFilter>) -> bool {
         let mut state = self.lock();
         if state.broken || state.writer.is_none() {
             return false;
         }
         state.kind = kind;
+        state.filter = filter.cloned();
         state.cursor = cursor;
         state.mode = Mode::Waiting;
         true
@@ -351,6 +356,12 @@ impl Tap {
             }
             if state.mode != Mode::Direct || state.cursor != previous {
                 return state.hand_back();
+            }
+            if !sources::accepts(state.filter.as_ref(), report.source) {
+                // Not the consumer's: passed over, so the reports after it still continue the cursor.
+                state.cursor = report.id;
+                previous = report.id;
+                continue;
             }
             let frame = match state.kind {
                 Kind::Sse => report.sse_chunk(),
@@ -520,6 +531,7 @@ mod tests {
     fn report(id: i64, json: &str) -> Arc<Rendered> {
         Arc::new(Rendered::new(ReportItem {
             id,
+            source: if id % 2 == 0 { "cea" } else { "sc" },
             json: json.into(),
             digest: [0; 8],
         }))
@@ -537,7 +549,7 @@ mod tests {
 
     /// Lends like a waiting consumer: lent, then polled once (which lets the hub into a WebSocket).
     fn lend_and_wait(socket: &LiveSocket, kind: Kind, cursor: i64) -> bool {
-        assert!(socket.tap.lend(kind, cursor));
+        assert!(socket.tap.lend(kind, cursor, None));
         let waker = futures_util::task::noop_waker();
         socket
             .tap
@@ -549,6 +561,30 @@ mod tests {
         let mut bytes = vec![0; len];
         client.read_exact(&mut bytes).await.unwrap();
         bytes
+    }
+
+    #[tokio::test]
+    async fn the_hub_passes_over_reports_of_channels_a_consumer_does_not_follow() {
+        let (socket, mut client) = pair().await;
+        let known = ["sc".to_owned(), "cea".to_owned()];
+        let mut params = crate::params::Params::parse(Some("source=sc")).unwrap();
+        let only_sc = SourceFilter::from_params(&mut params, &known).unwrap();
+        assert!(socket.tap.lend(Kind::Ws, 3, only_sc.as_ref()));
+        let waker = futures_util::task::noop_waker();
+        assert!(
+            socket
+                .tap
+                .poll_given_back(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        // Even ids are `cea` reports: 4 and 6 are passed over, 5 and 7 written, and the cursor is past all.
+        let reports = [4, 5, 6, 7].map(|id| report(id, &format!("{{\"n\":{id}}}")));
+        let mut written = Written::default();
+        assert!(socket.tap.deliver(&reports, 3, &mut written).is_none());
+        assert_eq!(written.ws, 2);
+        let expected = [reports[1].ws_frame().clone(), reports[3].ws_frame().clone()].concat();
+        assert_eq!(read_exactly(&mut client, expected.len()).await, expected);
+        assert_eq!(socket.tap.take_back(), 7);
     }
 
     #[tokio::test]
@@ -572,7 +608,7 @@ mod tests {
                 .deliver(&[report(6, "{}")], 5, &mut Written::default())
                 .is_none()
         );
-        assert!(socket.tap.lend(Kind::Ws, 5));
+        assert!(socket.tap.lend(Kind::Ws, 5, None));
         drop(socket);
         let mut rest = Vec::new();
         client.read_to_end(&mut rest).await.unwrap();
@@ -604,7 +640,7 @@ mod tests {
             own.len()
         );
         poll_fn(|cx| tap.poll_flush_own(cx)).await.unwrap();
-        assert!(tap.lend(Kind::Sse, 0));
+        assert!(tap.lend(Kind::Sse, 0, None));
         assert!(tap.poll_given_back(&mut cx).is_pending());
         let first = [report(1, r#"{"a":1}"#)];
         assert!(tap.deliver(&first, 0, &mut Written::default()).is_none());
@@ -684,13 +720,13 @@ mod tests {
             assert!(next < 100, "writes to a closed peer keep succeeding");
         }
         socket.tap.take_back();
-        assert!(!socket.tap.lend(Kind::Ws, next));
+        assert!(!socket.tap.lend(Kind::Ws, next, None));
     }
 
     #[tokio::test]
     async fn a_consumer_waits_until_handed_back() {
         let (socket, _client) = pair().await;
-        assert!(socket.tap.lend(Kind::Ws, 1));
+        assert!(socket.tap.lend(Kind::Ws, 1, None));
         let tap = socket.tap.clone();
         let waiting = tokio::spawn(async move { poll_fn(|cx| tap.poll_given_back(cx)).await });
         tokio::task::yield_now().await;

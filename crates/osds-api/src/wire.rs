@@ -59,6 +59,8 @@ pub fn comment(text: &str) -> Bytes {
 #[derive(Debug)]
 pub struct Rendered {
     pub id: i64,
+    /// Its channel, for the `source` filter.
+    pub source: &'static str,
     /// The SSE `report` event, framed (`event:`, `data:`, `id:` lines).
     pub sse_event: Bytes,
     /// The WebSocket `report` message.
@@ -76,6 +78,7 @@ impl Rendered {
         );
         Rendered {
             id: report.id,
+            source: report.source,
             sse_event: event("report", Some(report.id), &report.json),
             ws_text: ws_text.into(),
             sse_chunk: OnceLock::new(),
@@ -119,6 +122,7 @@ mod tests {
     fn rendered(json: String) -> Rendered {
         Rendered::new(ReportItem {
             id: 9,
+            source: "sc",
             json: json.into(),
             digest: [0; 8],
         })

@@ -147,7 +147,40 @@ impl Store {
         upto: i64,
         limit: i64,
     ) -> anyhow::Result<Vec<ReportRow>> {
-        let rows = sqlx::query(&format!("SELECT {REPORT_COLUMNS} FROM reports r WHERE r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ?"))
+        self.reports_of(None, after, upto, limit).await
+    }
+
+    /// [`Store::reports_between`] of one channel (read by its index).
+    pub async fn source_reports_between(
+        &self,
+        source: &str,
+        after: i64,
+        upto: i64,
+        limit: i64,
+    ) -> anyhow::Result<Vec<ReportRow>> {
+        self.reports_of(Some(source), after, upto, limit).await
+    }
+
+    async fn reports_of(
+        &self,
+        source: Option<&str>,
+        after: i64,
+        upto: i64,
+        limit: i64,
+    ) -> anyhow::Result<Vec<ReportRow>> {
+        let sql = format!(
+            "SELECT {REPORT_COLUMNS} FROM reports r WHERE {}r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ?",
+            if source.is_some() {
+                "r.source = ? AND "
+            } else {
+                ""
+            }
+        );
+        let mut query = sqlx::query(&sql);
+        if let Some(source) = source {
+            query = query.bind(source);
+        }
+        let rows = query
             .bind(after)
             .bind(upto)
             .bind(limit)

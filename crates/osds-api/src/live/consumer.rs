@@ -5,6 +5,7 @@ use super::config::LiveConfig;
 use super::feed::Feed;
 use crate::error::{ApiError, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, parse_int};
+use crate::sources::SourceFilter;
 use crate::state::AppState;
 use axum::http::HeaderMap;
 use osds_time::now_rfc3339;
@@ -13,27 +14,35 @@ use std::pin::Pin;
 use std::time::Duration;
 use tokio::time::{Instant, Sleep, sleep_until};
 
+/// What a consumer asked for: where to start, and which channels to follow.
+pub(super) struct Asked {
+    /// None: from the current horizon (no history).
+    pub(super) after: Option<i64>,
+    pub(super) filter: Option<SourceFilter>,
+}
+
 /// Subscribes to commits, then fixes the starting cursor: `after`, or the current horizon (no history).
-pub(super) fn start_feed(state: &AppState, after: Option<i64>) -> Feed {
+pub(super) fn start_feed(state: &AppState, asked: Asked) -> Feed {
     Feed::new(
         state.store.clone(),
         state.report_cache.clone(),
         state.recent.clone(),
         state.high_water.clone(),
-        after,
+        asked.after,
         state.live_config.replay_rate,
+        asked.filter,
     )
 }
 
-/// The cursor a consumer asked for ([`requested_cursor`]), refused (409) when it is above the archive's horizon:
-/// it came from another archive, and resuming from it would skip reports in silence.
-pub(super) async fn checked_cursor(
+/// What a consumer asked for ([`requested`]); its cursor is refused (409) when it is above the archive's
+/// horizon: it came from another archive, and resuming from it would skip reports in silence.
+pub(super) async fn checked_request(
     state: &AppState,
     query: Option<&str>,
     headers: Option<&HeaderMap>,
-) -> Result<Option<i64>, ApiError> {
-    let after = requested_cursor(query, headers)?;
-    if let Some(after) = after {
+) -> Result<Asked, ApiError> {
+    let asked = requested(query, headers, &state.upstream.sources())?;
+    if let Some(after) = asked.after {
         // The archive's own horizon, not the commit watch: a version `osds reparse` appended a moment ago is
         // served by `/reports` before the watch sees it.
         let high_water = state.store.high_water().await?;
@@ -45,20 +54,29 @@ pub(super) async fn checked_cursor(
             ));
         }
     }
-    Ok(after)
+    Ok(asked)
 }
 
-/// The cursor a consumer asked for: `after` beats `Last-Event-ID` (digits only); neither means no history.
-pub(super) fn requested_cursor(
+/// The channels (`source`, of the `known` ones) and the cursor a consumer asked for: `after` beats
+/// `Last-Event-ID` (digits only); neither means no history.
+fn requested(
     query: Option<&str>,
     headers: Option<&HeaderMap>,
-) -> Result<Option<i64>, ApiError> {
+    known: &[String],
+) -> Result<Asked, ApiError> {
     let mut params = Params::parse(query)?;
     let after = params.int("after", 0..=MAX_SAFE_INTEGER)?;
+    let filter = SourceFilter::from_params(&mut params, known)?;
     params.finish()?;
-    if after.is_some() {
-        return Ok(after);
-    }
+    let after = match after {
+        Some(after) => Some(after),
+        None => last_event_id(headers)?,
+    };
+    Ok(Asked { after, filter })
+}
+
+/// The `Last-Event-ID` header's cursor, if it holds one.
+fn last_event_id(headers: Option<&HeaderMap>) -> Result<Option<i64>, ApiError> {
     let Some(value) = headers.and_then(|h| h.get("last-event-id")) else {
         return Ok(None);
     };

@@ -3,6 +3,7 @@
 use crate::recent::RecentReports;
 use crate::report_cache::ReportCache;
 use crate::socket::{Kind, Tap};
+use crate::sources::{self, SourceFilter};
 use crate::wire::Rendered;
 use osds_store::Store;
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct Feed {
     before_batch: i64,
     /// The consumer's socket, lent to the hub whenever the feed is caught up.
     lend: Option<(Arc<Tap>, Kind)>,
+    /// The channels the consumer follows (none: all). The cursor moves over the others' reports too.
+    filter: Option<SourceFilter>,
 }
 
 impl Feed {
@@ -40,6 +43,7 @@ impl Feed {
         mut high_water: watch::Receiver<i64>,
         after: Option<i64>,
         replay_rate: f64,
+        filter: Option<SourceFilter>,
     ) -> Feed {
         let horizon = *high_water.borrow_and_update();
         let rate = replay_rate.max(1.0);
@@ -58,6 +62,7 @@ impl Feed {
             next_batch_at: Instant::now(),
             before_batch: cursor,
             lend: None,
+            filter,
         }
     }
 
@@ -90,8 +95,8 @@ impl Feed {
         (self.replay_until - self.cursor).max(0)
     }
 
-    /// The next reports after the cursor, waiting for a commit when there are none. Cancel-safe: the cursor
-    /// moves only when a batch is returned.
+    /// The next reports after the cursor of the channels followed, waiting for a commit when there are none.
+    /// Cancel-safe: the cursor moves only when a batch is returned, or over reports none of which are followed.
     pub async fn next(&mut self) -> anyhow::Result<Vec<Arc<Rendered>>> {
         loop {
             let horizon = *self.high_water.borrow_and_update();
@@ -122,11 +127,16 @@ impl Feed {
                 if let Some(last) = page.last() {
                     self.before_batch = self.cursor;
                     self.cursor = last.id;
-                    return Ok(page);
+                    let mut page = page;
+                    page.retain(|report| sources::accepts(self.filter.as_ref(), report.source));
+                    if !page.is_empty() {
+                        return Ok(page);
+                    }
+                    continue;
                 }
             }
             if let Some((tap, kind)) = &self.lend
-                && tap.lend(*kind, self.cursor)
+                && tap.lend(*kind, self.cursor, self.filter.as_ref())
             {
                 let lent = Lent {
                     tap,

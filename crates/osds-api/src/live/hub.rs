@@ -46,6 +46,7 @@ impl Hub {
                 high_water.clone(),
                 None,
                 1.0,
+                None,
             );
             tokio::spawn(run(shard.clone(), feed));
         }

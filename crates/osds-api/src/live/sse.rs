@@ -5,7 +5,7 @@
 //! the feed whenever hyper asks for more.
 
 use super::consumer::{
-    Duties, Subscriber, checked_cursor, lifetime_reason, ready_message, start_feed, status_message,
+    Duties, Subscriber, checked_request, lifetime_reason, ready_message, start_feed, status_message,
 };
 use super::feed::Feed;
 use crate::error::ApiError;
@@ -40,8 +40,8 @@ pub async fn stream(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let after = checked_cursor(&state, query.as_deref(), Some(&headers)).await?;
-    let mut feed = start_feed(&state, after);
+    let asked = checked_request(&state, query.as_deref(), Some(&headers)).await?;
+    let mut feed = start_feed(&state, asked);
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,

@@ -2,7 +2,7 @@
 //! `status` and protocol pings, and closes with a reason naming the cursor to resume after.
 
 use super::consumer::{
-    Duties, Subscriber, checked_cursor, lifetime_reason, ready_message, start_feed, status_message,
+    Duties, Subscriber, checked_request, lifetime_reason, ready_message, start_feed, status_message,
 };
 use super::feed::Feed;
 use crate::error::{ApiError, ErrorCode};
@@ -39,7 +39,7 @@ pub async fn ws(
     peer: Option<Extension<ConnectInfo<Peer>>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let after = checked_cursor(&state, query.as_deref(), None).await?;
+    let asked = checked_request(&state, query.as_deref(), None).await?;
     let upgrade = upgrade.map_err(|rejection| {
         ApiError::bad_request(
             ErrorCode::WebsocketUpgradeRequired,
@@ -50,7 +50,7 @@ pub async fn ws(
         )
     })?;
     // The cursor is fixed when the request arrives, before the upgrade completes.
-    let mut feed = start_feed(&state, after);
+    let mut feed = start_feed(&state, asked);
     if let Some(tap) = peer.and_then(|Extension(ConnectInfo(peer))| peer.tap) {
         state.hub.register(&tap);
         feed.lend_when_caught_up(tap, Kind::Ws);
