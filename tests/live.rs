@@ -828,7 +828,12 @@ async fn a_source_filter_follows_some_channels_on_the_global_cursor() {
         }
     }
     assert_eq!(ws_ids, [1, 3, 5]);
+    // (A filter's event total is counted once per horizon: a new event is in the next one.)
+    let cq_events = async || get_json(&server.url("/events?source=cq")).await["total"].clone();
+    assert_eq!(cq_events().await, 3);
+    assert_eq!(cq_events().await, 3);
     push_as(&relay, &server, "/cq_eew", cq_frame(4), 7).await;
+    assert_eq!(cq_events().await, 4);
     push_as(&relay, &server, "/sc_eew", sc_frame(4), 8).await;
     assert_eq!(next_sse().await, 8, "the cq report is passed over");
     let next = loop {

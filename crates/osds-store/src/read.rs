@@ -9,6 +9,7 @@ use crate::store::Store;
 use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
+use std::collections::HashMap;
 
 /// Filters of `/events`, already validated.
 #[derive(Debug, Default, Clone)]
@@ -22,6 +23,57 @@ pub struct EventFilter {
     pub min_magnitude: Option<f64>,
     pub page: i64,
     pub limit: i64,
+}
+
+impl EventFilter {
+    /// What identifies the filter's total: everything but the page.
+    fn count_key(&self) -> String {
+        format!(
+            "{:?}|{:?}|{:?}|{:?}|{:?}",
+            self.source,
+            self.from_ms,
+            self.to_ms,
+            self.q,
+            self.min_magnitude.map(f64::to_bits)
+        )
+    }
+}
+
+/// Totals of `/events` filters, all counted at one horizon. Events change only with a new report version, which
+/// moves the horizon, so a total stays exact until then: paging through a filter counts once.
+#[derive(Debug, Default)]
+pub(crate) struct EventTotals {
+    horizon: i64,
+    totals: HashMap<String, i64>,
+}
+
+/// Filters whose totals are kept at once (a query text is part of the key, so the set is bounded).
+const EVENT_TOTALS_KEPT: usize = 4096;
+
+impl EventTotals {
+    fn get(&self, horizon: i64, key: &str) -> Option<i64> {
+        (self.horizon == horizon)
+            .then(|| self.totals.get(key).copied())
+            .flatten()
+    }
+
+    /// Keeps a total counted at `horizon` (read before counting); one counted at an older horizon than the
+    /// kept ones is not kept.
+    fn keep(&mut self, horizon: i64, key: String, total: i64) {
+        if horizon > self.horizon || self.totals.len() >= EVENT_TOTALS_KEPT {
+            self.totals.clear();
+            self.horizon = self.horizon.max(horizon);
+        }
+        if horizon == self.horizon {
+            self.totals.insert(key, total);
+        }
+    }
+}
+
+fn lock(totals: &std::sync::Mutex<EventTotals>) -> std::sync::MutexGuard<'_, EventTotals> {
+    totals
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One decodable unit of an archived frame, with the delivery that brought it.
@@ -219,19 +271,30 @@ impl Store {
             format!("WHERE {}", clauses.join(" AND "))
         };
 
-        let count_sql = format!("SELECT COUNT(*) FROM events e {where_sql}");
-        let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
-        for bind in &binds {
-            count = bind_value(count, bind);
-        }
-        let total = count.fetch_one(&self.pool).await?;
+        // Read before counting: a total is kept for the horizon it is known to be current at.
+        let horizon = self.high_water().await?;
+        let key = filter.count_key();
+        let kept = lock(&self.event_totals).get(horizon, &key);
+        let total = match kept {
+            Some(total) => total,
+            None => {
+                let count_sql = format!("SELECT COUNT(*) FROM events e {where_sql}");
+                let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
+                for bind in &binds {
+                    count = bind_value(count, bind);
+                }
+                let total = count.fetch_one(&self.pool).await?;
+                lock(&self.event_totals).keep(horizon, key, total);
+                total
+            }
+        };
 
-        // The page's ids first, from the events table alone (a deep OFFSET then skips index entries, not
-        // joined rows); then their columns.
+        // The page's rowids first, from an index that holds every filtered column in list order (a deep
+        // OFFSET skips index entries, not rows); then their columns.
         let list_sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM (SELECT e.id FROM events e {where_sql} \
+            "SELECT {EVENT_COLUMNS} FROM (SELECT e.rowid AS rid FROM events e {where_sql} \
              ORDER BY e.sort_ms DESC, e.last_report_id DESC LIMIT ? OFFSET ?) page \
-             JOIN events e ON e.id = page.id JOIN reports r ON r.id = e.latest_report_id \
+             JOIN events e ON e.rowid = page.rid JOIN reports r ON r.id = e.latest_report_id \
              ORDER BY e.sort_ms DESC, e.last_report_id DESC"
         );
         let mut list = sqlx::query(&list_sql);
@@ -557,5 +620,24 @@ fn bind_value_query<'q>(query: PlainQuery<'q>, value: &Value) -> PlainQuery<'q> 
         Value::Number(n) if n.is_i64() => query.bind(n.as_i64()),
         Value::Number(n) => query.bind(n.as_f64()),
         other => query.bind(other.as_str().unwrap_or_default().to_string()),
+    }
+}
+
+#[cfg(test)]
+mod event_totals_tests {
+    use super::EventTotals;
+
+    #[test]
+    fn a_total_holds_for_its_horizon_only_and_a_late_older_count_is_not_kept() {
+        let mut totals = EventTotals::default();
+        totals.keep(10, "sc".into(), 5);
+        assert_eq!(totals.get(10, "sc"), Some(5));
+        assert_eq!(totals.get(11, "sc"), None, "a new version may change it");
+        totals.keep(11, "sc".into(), 6);
+        assert_eq!(totals.get(11, "sc"), Some(6));
+        // Counted before the horizon moved, finished after: not kept over the newer one.
+        totals.keep(10, "sc".into(), 5);
+        assert_eq!(totals.get(11, "sc"), Some(6));
+        assert_eq!(totals.get(10, "sc"), None);
     }
 }

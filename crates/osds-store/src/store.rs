@@ -1,6 +1,7 @@
 //! The archive's handles: [`Store`] (reads, through a pool) and [`open`], which also returns the single writer.
 
 use crate::counts::CountedAt;
+use crate::read::EventTotals;
 use crate::writer::Writer;
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -24,6 +25,8 @@ pub struct Store {
     pub(crate) pool: SqlitePool,
     /// The last archive counts and the newest ids they were counted at (see `Store::archive_counts`).
     pub(crate) counts: std::sync::Arc<std::sync::Mutex<Option<CountedAt>>>,
+    /// Totals of `/events` filters at the horizon they were counted at (see `Store::events`).
+    pub(crate) event_totals: std::sync::Arc<std::sync::Mutex<EventTotals>>,
     /// The archive's identity (see `ids.rs`); only `osds restore` changes it, never under a running store.
     archive_id: std::sync::Arc<str>,
 }
@@ -101,6 +104,7 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         Store {
             pool,
             counts: Default::default(),
+            event_totals: Default::default(),
             archive_id: archive_id.into(),
         },
         writer,
