@@ -198,6 +198,8 @@ pub struct Load {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub requests: u64,
+    /// Bytes wrk read per response (head and body).
+    pub bytes_per_response: f64,
     pub errors: String,
 }
 
@@ -314,12 +316,17 @@ async fn wrk(
             .find_map(|l| l.trim().strip_prefix(p))
             .and_then(|v| wrk_duration_ms(v.trim()))
     };
-    let requests = text
-        .lines()
-        .find(|l| l.contains("requests in"))
+    // `8268 requests in 10.00s, 1.23GB read`
+    let summary = text.lines().find(|l| l.contains("requests in"));
+    let requests: u64 = summary
         .and_then(|l| l.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
+    let bytes_read = summary
+        .and_then(|l| l.rsplit_once(", "))
+        .and_then(|(_, read)| read.trim().strip_suffix(" read"))
+        .and_then(wrk_bytes)
+        .unwrap_or(f64::NAN);
     let errors = text
         .lines()
         .filter(|l| l.contains("Non-2xx") || l.contains("Socket errors"))
@@ -333,8 +340,24 @@ async fn wrk(
         p50_ms: percentile("50%").unwrap_or(f64::NAN),
         p99_ms: percentile("99%").unwrap_or(f64::NAN),
         requests,
+        bytes_per_response: bytes_read / requests.max(1) as f64,
         errors,
     })
+}
+
+/// wrk's sizes: `612.00B`, `1.23KB`, `4.50MB`, `1.02GB` (powers of 1,024).
+fn wrk_bytes(text: &str) -> Option<f64> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale = match unit {
+        "B" => 1.0,
+        "KB" => 1024.0,
+        "MB" => 1024.0 * 1024.0,
+        "GB" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some(number * scale)
 }
 
 /// wrk's durations: `512.00us`, `3.21ms`, `1.02s`, `2.00m`.
@@ -365,6 +388,31 @@ fn lua_random_path(template_prefix: &str, low: i64, high: i64, suffix: &str) -> 
         "math.randomseed(os.time() + tonumber(tostring({{}}):sub(8), 16))\n\
          request = function()\n  return wrk.format(\"GET\", \"{template_prefix}\" .. math.random({low}, {high}) .. \"{suffix}\")\nend\n"
     )
+}
+
+/// A Lua script: each request is one of `requests` (a path and its headers), picked at random.
+fn lua_pick_request(requests: &[(String, Vec<(&str, String)>)]) -> String {
+    let list = requests
+        .iter()
+        .map(|(path, headers)| {
+            let headers = headers
+                .iter()
+                .map(|(name, value)| format!("[\"{name}\"]={}", lua_string(value)))
+                .collect::<Vec<_>>()
+                .join(",");
+            format!("{{\"{path}\",{{{headers}}}}}")
+        })
+        .collect::<Vec<_>>()
+        .join(",\n");
+    format!(
+        "math.randomseed(os.time() + tonumber(tostring({{}}):sub(8), 16))\nlocal requests = {{{list}}}\n\
+         request = function()\n  local r = requests[math.random(1, #requests)]\n  return wrk.format(\"GET\", r[1], r[2])\nend\n"
+    )
+}
+
+/// `text` as a Lua string literal (an ETag holds quotes).
+fn lua_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 fn lua_pick_path(prefix: &str, items: &[String], suffix: &str) -> String {
@@ -536,6 +584,67 @@ pub async fn run(
     let name = "/reports?limit=1000 (random after, every page read once before)";
     println!("query: wrk osds {name}");
     loads.push(wrk(&origin, &cases[0].1, &dir, name, "osds", wrk_options).await?);
+    // Compression and revalidation: 100 pages of each list, plain, with an encoding asked for, and with each
+    // page's ETag (fetched once before; answered 304 without a body).
+    let lists = [
+        (
+            "/reports?limit=1000 (100 pages)",
+            (0..100)
+                .map(|k| format!("{api}/reports?limit=1000&after={}", k * high / 100))
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "/events?limit=100&source=sc&minMagnitude=4 (page 1-100)",
+            (1..=100)
+                .map(|page| format!("{api}/events?limit=100&source=sc&minMagnitude=4&page={page}"))
+                .collect(),
+        ),
+    ];
+    for (list, paths) in &lists {
+        let mut etags = Vec::new();
+        for path in paths {
+            let response = client
+                .get(format!("{origin}{path}"))
+                .send()
+                .await?
+                .error_for_status()?;
+            etags.push(
+                response
+                    .headers()
+                    .get("etag")
+                    .and_then(|v| v.to_str().ok())
+                    .with_context(|| format!("no ETag on {path}"))?
+                    .to_owned(),
+            );
+        }
+        for variant in ["plain", "gzip", "br", "If-None-Match"] {
+            let requests: Vec<(String, Vec<(&str, String)>)> = paths
+                .iter()
+                .zip(&etags)
+                .map(|(path, etag)| {
+                    let headers = match variant {
+                        "gzip" | "br" => vec![("Accept-Encoding", variant.to_owned())],
+                        "If-None-Match" => vec![("If-None-Match", etag.clone())],
+                        _ => Vec::new(),
+                    };
+                    (path.clone(), headers)
+                })
+                .collect();
+            let name = format!("{list}, {variant}");
+            println!("query: wrk osds {name}");
+            loads.push(
+                wrk(
+                    &origin,
+                    &lua_pick_request(&requests),
+                    &dir,
+                    &name,
+                    "osds",
+                    wrk_options,
+                )
+                .await?,
+            );
+        }
+    }
     drop(served);
     println!("query: timing 100 /reports pages in-process (archive read vs serialisation)");
     let page_cost = crate::breakdown::page_cost(&db, versions, 100).await.ok();
@@ -687,18 +796,19 @@ pub fn print(results: &QueryResults, wrk_options: &WrkOptions) {
         results.wrk, wrk_options.threads, wrk_options.connections, wrk_options.seconds
     );
     println!(
-        "{:<66} {:<10} {:>10} {:>8} {:>8} {:>9}",
-        "endpoint", "server", "req/s", "p50", "p99", "requests"
+        "{:<66} {:<10} {:>10} {:>8} {:>8} {:>9} {:>10}",
+        "endpoint", "server", "req/s", "p50", "p99", "requests", "B/answer"
     );
     for load in &results.loads {
         println!(
-            "{:<66} {:<10} {:>10.1} {:>8.2} {:>8.2} {:>9}{}",
+            "{:<66} {:<10} {:>10.1} {:>8.2} {:>8.2} {:>9} {:>10.0}{}",
             load.name,
             load.target,
             load.requests_per_sec,
             load.p50_ms,
             load.p99_ms,
             load.requests,
+            load.bytes_per_response,
             if load.errors.is_empty() {
                 String::new()
             } else {
@@ -767,6 +877,21 @@ mod tests {
         assert_eq!(
             origin_of("http://127.0.0.1:80/api/v1"),
             "http://127.0.0.1:80"
+        );
+        assert_eq!(wrk_bytes("612.00B"), Some(612.0));
+        assert_eq!(wrk_bytes("1.50KB"), Some(1536.0));
+        assert_eq!(wrk_bytes("2.00MB"), Some(2_097_152.0));
+    }
+
+    #[test]
+    fn lua_requests_carry_their_headers_with_quotes_escaped() {
+        let script = lua_pick_request(&[(
+            "/api/v1/reports?after=1".to_owned(),
+            vec![("If-None-Match", "W/\"ab\"".to_owned())],
+        )]);
+        assert!(
+            script.contains(r#"{"/api/v1/reports?after=1",{["If-None-Match"]="W/\"ab\""}}"#),
+            "{script}"
         );
     }
 }
