@@ -828,12 +828,28 @@ async fn a_source_filter_follows_some_channels_on_the_global_cursor() {
         }
     }
     assert_eq!(ws_ids, [1, 3, 5]);
-    // (A filter's event total is counted once per horizon: a new event is in the next one.)
+    // (A filter's event total is counted once per horizon, and the list's validator is the horizon's: a new
+    // event is in the next total, and the old validator no longer matches.)
     let cq_events = async || get_json(&server.url("/events?source=cq")).await["total"].clone();
+    let revalidate = async |etag: &str| {
+        let response = reqwest::Client::new()
+            .get(server.url("/events?source=cq"))
+            .header("If-None-Match", etag)
+            .send()
+            .await
+            .unwrap();
+        let etag = response.headers()["etag"].to_str().unwrap().to_owned();
+        (response.status().as_u16(), etag)
+    };
     assert_eq!(cq_events().await, 3);
+    let (_, etag) = revalidate("\"none\"").await;
+    assert_eq!(revalidate(&etag).await, (304, etag.clone()));
     assert_eq!(cq_events().await, 3);
     push_as(&relay, &server, "/cq_eew", cq_frame(4), 7).await;
     assert_eq!(cq_events().await, 4);
+    let (status, newer) = revalidate(&etag).await;
+    assert_eq!(status, 200, "a new event: the list changed");
+    assert_ne!(newer, etag);
     push_as(&relay, &server, "/sc_eew", sc_frame(4), 8).await;
     assert_eq!(next_sse().await, 8, "the cq report is passed over");
     let next = loop {

@@ -1,6 +1,7 @@
 //! The EEW family: `/status`, `/events…`, `/deliveries/{id}/raw`, `/latest`, `/months`, `/reports`.
 
 use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::gateway;
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, no_params, parse_int};
 use crate::report_cache::source_reports_after;
 use crate::report_item::ReportPage;
@@ -16,12 +17,13 @@ use crate::sources::SourceFilter;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::NaiveDate;
 use osds_store::EventFilter;
 use osds_time::{beijing_day_start_ms, now_rfc3339};
+use sha2::{Digest, Sha256};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -135,7 +137,11 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
     })
 }
 
-async fn events(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
+async fn events(
+    State(state): State<AppState>,
+    request: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> ApiResult {
     let mut params = Params::parse(query.as_deref())?;
     let source = source_param(&mut params, &state)?;
     let from = date_param(&mut params, "from")?;
@@ -162,14 +168,29 @@ async fn events(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         page,
         limit,
     };
+    // Events change only with a new report version, which moves the horizon: the list a query gives at one
+    // horizon is fixed, so its validator comes from both, and a revalidation is answered before the list is read.
+    // (The list may be read at a newer horizon than this one; the horizon never comes back, so no later request
+    // can match a validator given with a newer list.)
+    let horizon = state.store.high_water().await?;
+    let validator = Sha256::new()
+        .chain_update(state.store.archive_id())
+        .chain_update(horizon.to_be_bytes())
+        .chain_update(query.as_deref().unwrap_or_default())
+        .finalize();
+    if let Some(not_modified) = gateway::not_modified(&request, &validator[..16]) {
+        return Ok(not_modified);
+    }
     let page_data = state.store.events(&filter).await?;
-    json(&EewPage {
+    let mut response = json(&EewPage {
         items: page_data.items.iter().map(EewEvent::from_row).collect(),
         total: page_data.total,
         page,
         limit,
         pages: (page_data.total + limit - 1) / limit,
-    })
+    })?;
+    gateway::mark_json_validator(response.headers_mut(), &validator[..16]);
+    Ok(response)
 }
 
 /// `/events/{id}` and its export: the event with every stored version, in an export each with its raw text.
@@ -325,6 +346,6 @@ async fn reports(
 fn report_page_response(page: &ReportPage) -> Response {
     let (body, validator) = page.to_json();
     let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
-    crate::gateway::mark_json_validator(response.headers_mut(), &validator);
+    gateway::mark_json_validator(response.headers_mut(), &validator);
     response
 }

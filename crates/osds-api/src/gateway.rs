@@ -469,6 +469,21 @@ pub fn mark_json_validator(headers: &mut HeaderMap, digest: &[u8]) {
         .or_insert(HeaderValue::from_static(JSON_CACHE_CONTROL));
 }
 
+/// The 304 for a request whose `If-None-Match` names the validator `digest` (see [`mark_json_validator`]), for a
+/// handler that knows its answer's validator before building the answer.
+pub fn not_modified(request: &HeaderMap, digest: &[u8]) -> Option<Response> {
+    let wanted = request.get(header::IF_NONE_MATCH)?;
+    let mut headers = HeaderMap::new();
+    mark_json_validator(&mut headers, digest);
+    let etag = headers.get(header::ETAG)?;
+    if !etag_matches(wanted, etag) {
+        return None;
+    }
+    let mut response = StatusCode::NOT_MODIFIED.into_response();
+    *response.headers_mut() = headers;
+    Some(response)
+}
+
 /// `If-None-Match` uses the weak comparison: `W/"x"` and `"x"` match.
 fn etag_matches(wanted: &HeaderValue, etag: &HeaderValue) -> bool {
     let Ok(wanted) = wanted.to_str() else {
