@@ -9,7 +9,6 @@ use crate::store::Store;
 use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
-use std::collections::HashMap;
 
 /// Filters of `/events`, already validated.
 #[derive(Debug, Default, Clone)]
@@ -37,43 +36,6 @@ impl EventFilter {
             self.min_magnitude.map(f64::to_bits)
         )
     }
-}
-
-/// Totals of `/events` filters, all counted at one horizon. Events change only with a new report version, which
-/// moves the horizon, so a total stays exact until then: paging through a filter counts once.
-#[derive(Debug, Default)]
-pub(crate) struct EventTotals {
-    horizon: i64,
-    totals: HashMap<String, i64>,
-}
-
-/// Filters whose totals are kept at once (a query text is part of the key, so the set is bounded).
-const EVENT_TOTALS_KEPT: usize = 4096;
-
-impl EventTotals {
-    fn get(&self, horizon: i64, key: &str) -> Option<i64> {
-        (self.horizon == horizon)
-            .then(|| self.totals.get(key).copied())
-            .flatten()
-    }
-
-    /// Keeps a total counted at `horizon` (read before counting); one counted at an older horizon than the
-    /// kept ones is not kept.
-    fn keep(&mut self, horizon: i64, key: String, total: i64) {
-        if horizon > self.horizon || self.totals.len() >= EVENT_TOTALS_KEPT {
-            self.totals.clear();
-            self.horizon = self.horizon.max(horizon);
-        }
-        if horizon == self.horizon {
-            self.totals.insert(key, total);
-        }
-    }
-}
-
-fn lock(totals: &std::sync::Mutex<EventTotals>) -> std::sync::MutexGuard<'_, EventTotals> {
-    totals
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One decodable unit of an archived frame, with the delivery that brought it.
@@ -274,7 +236,11 @@ impl Store {
         // Read before counting: a total is kept for the horizon it is known to be current at.
         let horizon = self.high_water().await?;
         let key = filter.count_key();
-        let kept = lock(&self.event_totals).get(horizon, &key);
+        let kept = self
+            .event_totals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(horizon, &key);
         let total = match kept {
             Some(total) => total,
             None => {
@@ -284,7 +250,10 @@ impl Store {
                     count = bind_value(count, bind);
                 }
                 let total = count.fetch_one(&self.pool).await?;
-                lock(&self.event_totals).keep(horizon, key, total);
+                self.event_totals
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .keep(horizon, key, total);
                 total
             }
         };
@@ -620,24 +589,5 @@ fn bind_value_query<'q>(query: PlainQuery<'q>, value: &Value) -> PlainQuery<'q> 
         Value::Number(n) if n.is_i64() => query.bind(n.as_i64()),
         Value::Number(n) => query.bind(n.as_f64()),
         other => query.bind(other.as_str().unwrap_or_default().to_string()),
-    }
-}
-
-#[cfg(test)]
-mod event_totals_tests {
-    use super::EventTotals;
-
-    #[test]
-    fn a_total_holds_for_its_horizon_only_and_a_late_older_count_is_not_kept() {
-        let mut totals = EventTotals::default();
-        totals.keep(10, "sc".into(), 5);
-        assert_eq!(totals.get(10, "sc"), Some(5));
-        assert_eq!(totals.get(11, "sc"), None, "a new version may change it");
-        totals.keep(11, "sc".into(), 6);
-        assert_eq!(totals.get(11, "sc"), Some(6));
-        // Counted before the horizon moved, finished after: not kept over the newer one.
-        totals.keep(10, "sc".into(), 5);
-        assert_eq!(totals.get(11, "sc"), Some(6));
-        assert_eq!(totals.get(10, "sc"), None);
     }
 }

@@ -1,7 +1,6 @@
 //! The archive's handles: [`Store`] (reads, through a pool) and [`open`], which also returns the single writer.
 
-use crate::counts::CountedAt;
-use crate::read::EventTotals;
+use crate::counts::{CountedAt, EventTotals};
 use crate::writer::Writer;
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
