@@ -74,9 +74,6 @@ pub enum UnitKind {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct IngestSummary {
     pub new_versions: Vec<i64>,
-    pub duplicates: usize,
-    pub unparsed: usize,
-    pub ignored: usize,
     /// Units per (channel, outcome): `archived`, `duplicate`, `unparsed` or `ignored`; a unit without a
     /// channel counts under its `type` (for the operator's metrics).
     pub units: BTreeMap<(String, &'static str), u64>,
@@ -461,7 +458,6 @@ async fn archive_unit(
     match &unit.kind {
         UnitKind::Ignored => {
             delivery("ignored").push(&mut statements);
-            summary.ignored += 1;
             summary.tally(unit, None, "ignored");
         }
         UnitKind::Unparsed {
@@ -478,7 +474,6 @@ async fn archive_unit(
                 ..delivery("unparsed")
             }
             .push(&mut statements);
-            summary.unparsed += 1;
             summary.tally(unit, source.as_deref(), "unparsed");
         }
         UnitKind::Report {
@@ -503,7 +498,6 @@ async fn archive_unit(
             }
             .push(&mut statements);
             if context.existing.is_some() {
-                summary.duplicates += 1;
                 summary.tally(unit, Some(source), "duplicate");
             } else {
                 summary.tally(unit, Some(source), "archived");
