@@ -181,7 +181,7 @@ async fn events(
     if let Some(not_modified) = gateway::not_modified(&request, &validator[..16]) {
         return Ok(not_modified);
     }
-    let page_data = state.store.events(&filter).await?;
+    let page_data = state.store.events(&filter, horizon).await?;
     let mut response = json(&EewPage {
         items: page_data.items.iter().map(EewEvent::from_row).collect(),
         total: page_data.total,
@@ -321,7 +321,7 @@ async fn reports(
     let mut params = Params::parse(query.as_deref())?;
     let after = params.int("after", 0..=MAX_SAFE_INTEGER)?.unwrap_or(0);
     let limit = params.int("limit", 1..=1000)?.unwrap_or(100);
-    let filter = SourceFilter::from_params(&mut params, &state.upstream.sources())?;
+    let filter = SourceFilter::from_params(&mut params, || state.upstream.sources())?;
     params.finish()?;
     let page = match &filter {
         None => {

@@ -203,7 +203,9 @@ impl Store {
         Ok(rows.iter().map(report_row).collect())
     }
 
-    pub async fn events(&self, filter: &EventFilter) -> anyhow::Result<EventPage> {
+    /// A page of events and the filter's total. `horizon` is [`Store::high_water`], read by the caller before
+    /// (a total is kept for the horizon it is known to be current at).
+    pub async fn events(&self, filter: &EventFilter, horizon: i64) -> anyhow::Result<EventPage> {
         let mut clauses: Vec<&str> = Vec::new();
         let mut binds: Vec<Value> = Vec::new();
         if let Some(source) = &filter.source {
@@ -233,8 +235,6 @@ impl Store {
             format!("WHERE {}", clauses.join(" AND "))
         };
 
-        // Read before counting: a total is kept for the horizon it is known to be current at.
-        let horizon = self.high_water().await?;
         let key = filter.count_key();
         let kept = self
             .event_totals
