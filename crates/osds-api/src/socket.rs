@@ -568,7 +568,7 @@ mod tests {
         let (socket, mut client) = pair().await;
         let known = ["sc".to_owned(), "cea".to_owned()];
         let mut params = crate::params::Params::parse(Some("source=sc")).unwrap();
-        let only_sc = SourceFilter::from_params(&mut params, &known).unwrap();
+        let only_sc = SourceFilter::from_params(&mut params, || known.to_vec()).unwrap();
         assert!(socket.tap.lend(Kind::Ws, 3, only_sc.as_ref()));
         let waker = futures_util::task::noop_waker();
         assert!(

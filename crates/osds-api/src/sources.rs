@@ -24,14 +24,16 @@ pub fn intern(source: &str) -> &'static str {
 pub struct SourceFilter(Arc<[&'static str]>);
 
 impl SourceFilter {
-    /// The `source` parameter, if given: every name must be one of `known` (repeats are ignored).
+    /// The `source` parameter, if given: every name must be one of `known` (asked for only then; repeats are
+    /// ignored).
     pub fn from_params(
         params: &mut Params,
-        known: &[String],
+        known: impl FnOnce() -> Vec<String>,
     ) -> Result<Option<SourceFilter>, ApiError> {
         let Some(text) = params.take("source") else {
             return Ok(None);
         };
+        let known = known();
         let mut sources: Vec<&'static str> = Vec::new();
         for name in text.split(',') {
             if !known.iter().any(|k| k == name) {
@@ -72,7 +74,7 @@ mod tests {
     fn parse(query: &str) -> Result<Option<SourceFilter>, ApiError> {
         let known = ["cea".to_owned(), "sc".to_owned(), "fj".to_owned()];
         let mut params = Params::parse(Some(query))?;
-        SourceFilter::from_params(&mut params, &known)
+        SourceFilter::from_params(&mut params, || known.to_vec())
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub(super) async fn checked_request(
     query: Option<&str>,
     headers: Option<&HeaderMap>,
 ) -> Result<Asked, ApiError> {
-    let asked = requested(query, headers, &state.upstream.sources())?;
+    let asked = requested(query, headers, || state.upstream.sources())?;
     if let Some(after) = asked.after {
         // The archive's own horizon, not the commit watch: a version `osds reparse` appended a moment ago is
         // served by `/reports` before the watch sees it.
@@ -62,7 +62,7 @@ pub(super) async fn checked_request(
 fn requested(
     query: Option<&str>,
     headers: Option<&HeaderMap>,
-    known: &[String],
+    known: impl FnOnce() -> Vec<String>,
 ) -> Result<Asked, ApiError> {
     let mut params = Params::parse(query)?;
     let after = params.int("after", 0..=MAX_SAFE_INTEGER)?;
