@@ -77,15 +77,15 @@ async fn access_log(request: axum::extract::Request, next: middleware::Next) -> 
     let response = next.run(request).await;
     let latency = started.elapsed().as_secs_f64();
     let status = response.status().as_u16();
+    // Unmatched paths share one label: a scanner's paths must not each become a series.
+    let route = route.unwrap_or_else(|| "(none)".to_owned());
     tracing::debug!(
         %method,
-        route = route.as_deref().unwrap_or("(none)"),
+        route = route.as_str(),
         status,
         latency_ms = latency * 1000.0,
         "request"
     );
-    // Unmatched paths share one label: a scanner's paths must not each become a series.
-    let route = route.unwrap_or_else(|| "(none)".to_owned());
     metrics::counter!("osds_http_requests_total", "route" => route.clone(), "status" => status.to_string())
         .increment(1);
     metrics::histogram!("osds_http_request_duration_seconds", "route" => route).record(latency);
