@@ -250,6 +250,7 @@ impl ComponentManager {
             sha256: verdict.shaper.sha256.clone(),
             wasm: Some(candidate.wasm().to_vec()),
             previous: Some(verdict.replaces.sha256.clone()),
+            changed_at: osds_time::now_rfc3339(),
         })
         .await
         .map_err(Refusal::from)?;
@@ -272,6 +273,7 @@ impl ComponentManager {
                 sha256: info.sha256.clone(),
                 wasm: Some(restored.wasm().to_vec()),
                 previous: Some(self.shaper.load().info().sha256.clone()),
+                changed_at: osds_time::now_rfc3339(),
             })
             .await;
         if let Err(e) = recorded {
@@ -393,6 +395,7 @@ impl ComponentManager {
             sha256: verdict.decoder.sha256.clone(),
             wasm: Some(wasm),
             previous: old.as_ref().map(|old| old.info().sha256.clone()),
+            changed_at: stamped(&next, &verdict.decoder.sha256),
         })
         .await
         .map_err(Refusal::from)?;
@@ -430,6 +433,7 @@ impl ComponentManager {
                 sha256: restored.info().sha256.clone(),
                 wasm: Some(restored.wasm().to_vec()),
                 previous: replaced.as_ref().map(|r| r.info().sha256.clone()),
+                changed_at: stamped(&next, &restored.info().sha256),
             })
             .await;
         if let Err(e) = recorded {
@@ -580,6 +584,13 @@ impl ComponentManager {
         }
         Ok(payloads)
     }
+}
+
+/// The install time `set` gave the decoder with this SHA-256 when it put it in service: what the change records,
+/// so the time shown before and after a restart is one clock reading.
+fn stamped(set: &DecoderSet, sha256: &str) -> String {
+    set.installed_at(sha256)
+        .map_or_else(osds_time::now_rfc3339, str::to_owned)
 }
 
 /// Decodes every payload with both decoders (frames of the transport, heartbeats and pongs, are skipped).

@@ -4,7 +4,6 @@
 
 use crate::store::Store;
 use crate::writer::Writer;
-use osds_time::now_rfc3339;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
@@ -23,8 +22,8 @@ pub struct ChannelComponent {
 
 impl Writer {
     /// Records that `channel` is now decoded by the component with SHA-256 `sha256` (`action`: `install` or
-    /// `rollback`), with `previous` the SHA-256 a rollback would restore. `wasm`, its bytes, is stored once per
-    /// SHA-256 (a rollback names a component stored before, or a built-in one).
+    /// `rollback`) since `now`, with `previous` the SHA-256 a rollback would restore. `wasm`, its bytes, is
+    /// stored once per SHA-256 (a rollback names a component stored before, or a built-in one).
     pub async fn record_component(
         &mut self,
         channel: &str,
@@ -32,8 +31,8 @@ impl Writer {
         sha256: &str,
         wasm: Option<&[u8]>,
         previous: Option<&str>,
+        now: &str,
     ) -> anyhow::Result<()> {
-        let now = now_rfc3339();
         let mut tx = sqlx::Connection::begin(&mut self.conn).await?;
         if let Some(wasm) = wasm {
             anyhow::ensure!(
@@ -45,7 +44,7 @@ impl Writer {
             )
             .bind(sha256)
             .bind(wasm)
-            .bind(&now)
+            .bind(now)
             .execute(&mut *tx)
             .await?;
         }
@@ -57,7 +56,7 @@ impl Writer {
         .bind(action)
         .bind(sha256)
         .bind(previous)
-        .bind(&now)
+        .bind(now)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -112,6 +112,9 @@ pub struct ComponentChange {
     pub wasm: Option<Vec<u8>>,
     /// What a rollback would put back after this change.
     pub previous: Option<String>,
+    /// When it is made: the install time the running service shows, recorded as it is so that a restart
+    /// shows the same.
+    pub changed_at: String,
 }
 
 /// Sends work to the archive task. Cheap to clone.
@@ -375,6 +378,7 @@ async fn run(
                         &change.sha256,
                         change.wasm.as_deref(),
                         change.previous.as_deref(),
+                        &change.changed_at,
                     )
                     .await;
                 let _ = reply.send(recorded);
