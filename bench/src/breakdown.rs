@@ -68,7 +68,7 @@ pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
         path.commit.push(at.elapsed());
         let at = Instant::now();
         let read = store
-            .reports_between(summary.high_water - 1, summary.high_water, 1)
+            .served_between(summary.high_water - 1, summary.high_water, 1)
             .await?;
         path.read_back.push(at.elapsed());
         anyhow::ensure!(read.len() == 1, "the committed version did not read back");

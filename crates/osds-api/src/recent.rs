@@ -7,7 +7,7 @@
 
 use crate::report_item::ReportItem;
 use crate::wire::Rendered;
-use osds_store::Store;
+use osds_store::{ServedReport, Store};
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
@@ -73,6 +73,30 @@ impl RecentReports {
         ))
     }
 
+    /// Takes the versions of a commit just made (from the archive task, before it publishes their horizon), so
+    /// the consumers it wakes find them here instead of one of them reading them back. Taken only when they
+    /// continue the ring exactly (consecutive ids from `upto + 1`); anything else is left to the next fill.
+    pub fn offer(&self, committed: &[ServedReport]) {
+        let Some(first) = committed.first() else {
+            return;
+        };
+        if !committed
+            .windows(2)
+            .all(|pair| pair[1].id == pair[0].id + 1)
+        {
+            return;
+        }
+        let rendered: Vec<_> = committed
+            .iter()
+            .map(|served| Arc::new(Rendered::new(ReportItem::from(served.clone()))))
+            .collect();
+        let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
+        if first.id != ring.upto + 1 {
+            return;
+        }
+        ring.append(rendered, first.id + committed.len() as i64 - 1);
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Ring> {
         self.ring
             .read()
@@ -111,26 +135,69 @@ impl RecentReports {
             if upto >= horizon {
                 return Ok(());
             }
-            let items = self
-                .store
-                .reports_between(upto, horizon, READ_BATCH)
-                .await?;
+            let items = self.store.served_between(upto, horizon, READ_BATCH).await?;
             // Everything up to the horizon was read, unless the batch was full.
             let reached = match items.last() {
                 Some(last) if items.len() as i64 == READ_BATCH => last.id,
                 _ => horizon,
             };
             let rendered = items
-                .iter()
-                .map(|row| Arc::new(Rendered::new(ReportItem::render(row))));
+                .into_iter()
+                .map(|row| Arc::new(Rendered::new(ReportItem::from(row))))
+                .collect();
             let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
-            ring.entries.extend(rendered);
-            ring.upto = reached;
-            while ring.entries.len() > CAPACITY {
-                if let Some(gone) = ring.entries.pop_front() {
-                    ring.covered_after = gone.id;
-                }
+            // A commit offered meanwhile moved the ring on: read again from where it is now.
+            if ring.upto == upto {
+                ring.append(rendered, reached);
             }
         }
+    }
+}
+
+impl Ring {
+    /// Appends `rendered`, which continue the ring and cover every id up to `upto`, and drops the oldest
+    /// entries beyond the capacity.
+    fn append(&mut self, rendered: Vec<Arc<Rendered>>, upto: i64) {
+        self.entries.extend(rendered);
+        self.upto = upto;
+        while self.entries.len() > CAPACITY {
+            if let Some(gone) = self.entries.pop_front() {
+                self.covered_after = gone.id;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use osds_store::test_archive::archive;
+
+    fn text(id: i64) -> ServedReport {
+        ServedReport {
+            id,
+            source: "cq".into(),
+            json: format!("{{\"id\":{id},\"offered\":true}}").into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_commit_offered_in_order_is_served_without_reading_it_back() {
+        let (store, _writer, dir) = archive("recent-offer", 3).await;
+        let recent = RecentReports::new(store, 3);
+        // Neither continues the ring exactly: one leaves out id 4, the other is not consecutive.
+        recent.offer(&[text(5)]);
+        recent.offer(&[text(4), text(6)]);
+        recent.offer(&[text(4), text(5)]);
+        // Ids 4 and 5 are not in the archive: only the offered texts can answer.
+        let served = recent.after(3, 5, 10).await.unwrap().unwrap();
+        let ids: Vec<i64> = served.iter().map(|r| r.id).collect();
+        assert_eq!(ids, [4, 5]);
+        assert!(
+            served
+                .iter()
+                .all(|r| r.ws_text.contains("\"offered\":true"))
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

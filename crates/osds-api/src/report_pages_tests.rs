@@ -5,7 +5,7 @@ use crate::report_cache::{BLOCK_IDS, ReportCache, rendered_between};
 use crate::report_item::ReportItem;
 use osds_store::test_archive::archive;
 
-const VERSIONS: i64 = 2 * BLOCK_IDS + 500;
+const VERSIONS: i64 = 5 * BLOCK_IDS + 100;
 
 fn ids_and_text(items: &[ReportItem]) -> Vec<(i64, String)> {
     items
@@ -25,7 +25,7 @@ async fn pages_equal_the_archive_across_blocks_cold_and_warm() {
     assert_eq!(
         one_block.items.len() as i64,
         BLOCK_IDS - 1,
-        "block 0 holds ids 1..=1023 (no id 0)"
+        "block 0 holds ids 1..BLOCK_IDS (no id 0)"
     );
     for budget in [usize::MAX, one_block_bytes, 0] {
         cache.set_budget(0);
@@ -34,13 +34,13 @@ async fn pages_equal_the_archive_across_blocks_cold_and_warm() {
             for after in [
                 0,
                 1,
-                1022,
-                1023,
-                1024,
-                1500,
-                2047,
-                2048,
-                2500,
+                BLOCK_IDS - 2,
+                BLOCK_IDS - 1,
+                BLOCK_IDS,
+                BLOCK_IDS * 3 / 2,
+                2 * BLOCK_IDS - 1,
+                2 * BLOCK_IDS,
+                4 * BLOCK_IDS + 1,
                 VERSIONS - 1,
                 VERSIONS,
                 VERSIONS + 5,

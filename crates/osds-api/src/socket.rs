@@ -533,7 +533,6 @@ mod tests {
             id,
             source: if id % 2 == 0 { "cea" } else { "sc" },
             json: json.into(),
-            digest: [0; 8],
         }))
     }
 

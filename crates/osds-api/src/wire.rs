@@ -124,7 +124,6 @@ mod tests {
             id: 9,
             source: "sc",
             json: json.into(),
-            digest: [0; 8],
         })
     }
 

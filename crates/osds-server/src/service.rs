@@ -171,7 +171,18 @@ impl Service {
         writer.close_stale_sessions().await?;
         board.seed_last_received(store.last_receptions().await?);
         tracing::info!(database = %database_url, high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
-        let writer_task = WriterTask::spawn(writer, ingest_queue_bytes);
+        let recent = Arc::new(osds_api::recent::RecentReports::new(
+            store.clone(),
+            writer.high_water(),
+        ));
+        let offer_to = recent.clone();
+        let writer_task = WriterTask::spawn(
+            writer,
+            ingest_queue_bytes,
+            Some(Arc::new(move |committed: &[osds_store::ServedReport]| {
+                offer_to.offer(committed)
+            })),
+        );
 
         let ingester = if let Some(upstream) = upstream {
             tracing::info!(upstream = %upstream.url, "ingesting from the relay");
@@ -208,10 +219,6 @@ impl Service {
         let (stopping, shutdown) = tokio::sync::watch::channel(false);
         let report_cache = Arc::new(osds_api::report_cache::ReportCache::new(
             report_cache_mb.saturating_mul(1 << 20),
-        ));
-        let recent = Arc::new(osds_api::recent::RecentReports::new(
-            store.clone(),
-            *writer_task.high_water().borrow(),
         ));
         // One hub shard per worker thread (the runtime's default count).
         let hub = osds_api::live::hub::Hub::start(

@@ -514,7 +514,8 @@ mod tests {
             .await
             .unwrap();
         let summary = writer.ingest(&frames(session, 100..=100)).await.unwrap();
-        assert_eq!(summary.new_versions, [outcome.id_floor + 1]);
+        let ids: Vec<i64> = summary.new_versions.iter().map(|v| v.id).collect();
+        assert_eq!(ids, [outcome.id_floor + 1]);
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -33,6 +33,7 @@ impl Writer {
         previous: Option<&str>,
         now: &str,
     ) -> anyhow::Result<()> {
+        self.settled = false;
         let mut tx = sqlx::Connection::begin(&mut self.conn).await?;
         if let Some(wasm) = wasm {
             anyhow::ensure!(

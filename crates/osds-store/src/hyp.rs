@@ -118,6 +118,7 @@ impl Writer {
             input.status
         );
         let sha256 = hex::encode(Sha256::digest(&input.payload));
+        self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
         let latest: Option<i64> =
             sqlx::query_scalar("SELECT latest_number FROM hyp_events WHERE id = ?")
@@ -191,6 +192,7 @@ impl Writer {
         event_id: &str,
         metrics: &[StationMetric],
     ) -> anyhow::Result<u64> {
+        self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
         let known: Option<i64> = sqlx::query_scalar("SELECT 1 FROM hyp_events WHERE id = ?")
             .bind(event_id)

@@ -12,6 +12,7 @@ pub mod ids;
 mod lock;
 mod read;
 mod rows;
+pub mod served;
 mod statements;
 mod store;
 /// Archives written through the real writer, for tests (here and, with the `test-archive` feature, elsewhere).
@@ -33,5 +34,6 @@ pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };
 pub use writer_task::{
-    ComponentChange, DEFAULT_QUEUE_BYTES, WriteFailure, WriteHealth, WriteMonitor, WriterTask,
+    CommitHook, ComponentChange, DEFAULT_QUEUE_BYTES, WriteFailure, WriteHealth, WriteMonitor,
+    WriterTask,
 };

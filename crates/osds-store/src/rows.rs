@@ -1,6 +1,26 @@
 //! What the read queries return: typed rows. The API crate turns them into its response types; nothing here
 //! knows the public JSON.
 
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+/// The columns of a `reports` row (as `r`) that [`report_row`] reads.
+pub(crate) const REPORT_COLUMNS: &str = "r.id, r.event_key, r.source, r.received_at, r.delivery_id, r.report_json, r.decoder_name, r.decoder_sha256";
+
+/// A [`ReportRow`] from a row selecting [`REPORT_COLUMNS`].
+pub(crate) fn report_row(row: &SqliteRow) -> ReportRow {
+    ReportRow {
+        id: row.get("id"),
+        event_key: row.get("event_key"),
+        source: row.get("source"),
+        received_at: row.get("received_at"),
+        delivery_id: row.get("delivery_id"),
+        decoded: row.get("report_json"),
+        decoder_name: row.get("decoder_name"),
+        decoder_sha256: row.get("decoder_sha256"),
+    }
+}
+
 /// One stored report version (a `reports` row).
 #[derive(Debug, Clone)]
 pub struct ReportRow {
@@ -13,6 +33,15 @@ pub struct ReportRow {
     pub decoded: String,
     pub decoder_name: String,
     pub decoder_sha256: String,
+}
+
+/// A report version's served text (see `served.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedReport {
+    pub id: i64,
+    pub source: String,
+    /// Its `EewReport` JSON (shared: pages, caches and live consumers hold the one copy).
+    pub json: std::sync::Arc<str>,
 }
 
 /// An event with its latest report version.

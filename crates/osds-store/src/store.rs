@@ -16,6 +16,9 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/osds.db";
 /// thread wake-ups; a whole block fits in this.
 pub const ROW_BUFFER: usize = 1024;
 
+/// How much of the archive file a read connection maps.
+const READ_MMAP_BYTES: u64 = 1 << 31;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Read access to the archive.
@@ -83,13 +86,23 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
         .run(&mut conn)
         .await
         .context("run database migrations")?;
+    crate::served::refresh(&mut conn)
+        .await
+        .context("write the served texts of the archive's report versions")?;
     let archive_id: String = sqlx::query_scalar("SELECT archive_id FROM archive")
         .fetch_one(&mut conn)
         .await
         .context("read the archive's identity")?;
     let pool = SqlitePoolOptions::new()
         .max_connections(8)
-        .connect_with(options.clone().read_only(true).row_buffer_size(ROW_BUFFER))
+        .connect_with(
+            options
+                .clone()
+                .read_only(true)
+                .row_buffer_size(ROW_BUFFER)
+                // Reads map the file instead of copying each page in (SQLite caps the size it maps).
+                .pragma("mmap_size", READ_MMAP_BYTES.to_string()),
+        )
         .await
         .context("open database read pool")?;
     let checkpoint_conn = options

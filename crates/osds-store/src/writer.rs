@@ -3,6 +3,7 @@
 
 use crate::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT_PAGES};
 use crate::ids::{HORIZON, IdReservation};
+use crate::rows::{ReportRow, ServedReport};
 use crate::statements::Statements;
 use anyhow::Context;
 use osds_time::{beijing_month, now_rfc3339, parse_ms};
@@ -73,7 +74,8 @@ pub enum UnitKind {
 /// What one ingest transaction did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct IngestSummary {
-    pub new_versions: Vec<i64>,
+    /// The versions archived, in id order (consecutive ids), with their served texts.
+    pub new_versions: Vec<ServedReport>,
     /// Units per (channel, outcome): `archived`, `duplicate`, `unparsed` or `ignored`; a unit without a
     /// channel counts under its `type` (for the operator's metrics).
     pub units: BTreeMap<(String, &'static str), u64>,
@@ -122,6 +124,9 @@ pub struct Writer {
     pub(super) checkpoints: Checkpointer,
     /// Ids are reserved (beside the database file) before a commit hands them out.
     ids: IdReservation,
+    /// Nothing has run on `conn` since an ingest transaction committed, so the next [`begin`] need not check
+    /// for a transaction left open by a failure.
+    pub(super) settled: bool,
 }
 
 impl Writer {
@@ -148,6 +153,7 @@ impl Writer {
             high_water,
             checkpoints: Checkpointer::spawn(checkpoint_conn),
             ids: IdReservation::open(&database),
+            settled: false,
         })
     }
 
@@ -196,7 +202,8 @@ impl Writer {
 
     /// Archives a batch of frames in one durable transaction (group commit).
     pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
-        let mut tx = begin(&mut self.conn, &self.options).await?;
+        let settled = std::mem::take(&mut self.settled);
+        let mut tx = begin_checked(&mut self.conn, &self.options, !settled).await?;
         let mut summary = IngestSummary::default();
         for incoming in batch {
             let raw_sha256 = hex::encode(Sha256::digest(&incoming.frame));
@@ -223,12 +230,13 @@ impl Writer {
             }
             pending.execute(&mut tx).await?;
         }
-        if let Some(&last) = summary.new_versions.last() {
+        if let Some(last) = summary.new_versions.last().map(|v| v.id) {
             self.ids.cover(last)?;
         }
         tx.commit().await.context("commit ingest transaction")?;
+        self.settled = true;
         self.checkpoints.committed(batch.len());
-        if let Some(&last) = summary.new_versions.last() {
+        if let Some(last) = summary.new_versions.last().map(|v| v.id) {
             self.high_water = self.high_water.max(last);
         }
         summary.high_water = self.high_water;
@@ -238,6 +246,7 @@ impl Writer {
     /// Appends the versions recovered from unparsed deliveries in one durable transaction. The deliveries
     /// themselves are never touched; each recovery is a `reparses` row. A delivery recovered before is skipped.
     pub async fn recover(&mut self, items: &[Recovered]) -> anyhow::Result<RecoverySummary> {
+        self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
         let mut summary = RecoverySummary::default();
         let now = now_rfc3339();
@@ -261,12 +270,12 @@ impl Writer {
                 }
                 None => {
                     let id = context.next_id;
-                    store_version(
+                    let _ = store_version(
                         &mut statements,
                         &context,
                         &NewVersion {
                             id,
-                            delivery: DeliveryId::Known(item.delivery_id),
+                            delivery_id: item.delivery_id,
                             event_key: &event_key,
                             source: &item.source,
                             identity: &item.identity,
@@ -444,6 +453,7 @@ async fn archive_unit(
     summary: &mut IngestSummary,
 ) -> anyhow::Result<()> {
     let delivery = |outcome: &'static str| Delivery {
+        id: None,
         incoming,
         raw_sha256,
         unit,
@@ -490,6 +500,7 @@ async fn archive_unit(
                 None => ("new-version", context.next_id),
             };
             Delivery {
+                id: Some(context.next_delivery_id),
                 source: Some(source.clone()),
                 report_id: Some(report_id),
                 event_key: Some(event_key.clone()),
@@ -501,12 +512,12 @@ async fn archive_unit(
                 summary.tally(unit, Some(source), "duplicate");
             } else {
                 summary.tally(unit, Some(source), "archived");
-                store_version(
+                let served = store_version(
                     &mut statements,
                     &context,
                     &NewVersion {
                         id: report_id,
-                        delivery: DeliveryId::JustInserted,
+                        delivery_id: context.next_delivery_id,
                         event_key: &event_key,
                         source,
                         identity,
@@ -516,7 +527,7 @@ async fn archive_unit(
                         decoder_sha256,
                     },
                 )?;
-                summary.new_versions.push(report_id);
+                summary.new_versions.push(served);
             }
         }
     }
@@ -525,6 +536,9 @@ async fn archive_unit(
 
 /// A `deliveries` row: the frame's reception columns and what became of the unit.
 struct Delivery<'a> {
+    /// The row's id when it must be known before the insert (a new version's text names it); `None` lets
+    /// SQLite choose.
+    id: Option<i64>,
     incoming: &'a Incoming,
     raw_sha256: &'a str,
     unit: &'a UnitRecord,
@@ -541,9 +555,10 @@ impl Delivery<'_> {
     fn push(self, statements: &mut Statements) {
         statements
             .push(
-                "INSERT INTO deliveries (session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, outcome, \
-                 report_id, event_key, decoder, error_kind, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO deliveries (id, session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, outcome, \
+                 report_id, event_key, decoder, error_kind, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
+            .bind(self.id)
             .bind(self.incoming.session_id)
             .bind(self.incoming.received_at.clone())
             .bind(self.raw_sha256.to_string())
@@ -566,18 +581,11 @@ pub fn event_key(source: &str, event_id: &str) -> String {
     hex::encode(&digest[..16])
 }
 
-/// The delivery a new version came in.
-enum DeliveryId {
-    /// Archived before (a recovery).
-    Known(i64),
-    /// Inserted by the statement just before the version's, in the same batch.
-    JustInserted,
-}
-
 /// A report version about to be stored.
 struct NewVersion<'a> {
     id: i64,
-    delivery: DeliveryId,
+    /// The delivery it came in (inserted just before it, or archived before for a recovery).
+    delivery_id: i64,
     event_key: &'a str,
     source: &'a str,
     identity: &'a str,
@@ -594,6 +602,8 @@ struct VersionContext {
     existing: Option<i64>,
     /// The next cursor id.
     next_id: i64,
+    /// The id the next `deliveries` row gets.
+    next_delivery_id: i64,
     /// Revisions archived for the event so far.
     revisions: BTreeSet<i64>,
     /// The event's summary row, if the event is known.
@@ -617,6 +627,7 @@ impl VersionContext {
         let row = sqlx::query(
             &format!("SELECT (SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?) AS existing, \
              {HORIZON} + 1 AS next_id, \
+             (SELECT COALESCE(MAX(id), 0) FROM deliveries) + 1 AS next_delivery_id, \
              (SELECT group_concat(DISTINCT revision) FROM reports WHERE event_key = ?) AS revisions, \
              e.id AS event_id, e.latest_revision, e.origin_at, e.sort_ms, e.upstream_ids \
              FROM (SELECT 1) LEFT JOIN events e ON e.id = ?"
@@ -642,36 +653,40 @@ impl VersionContext {
         Ok(VersionContext {
             existing: row.get("existing"),
             next_id: row.get("next_id"),
+            next_delivery_id: row.get("next_delivery_id"),
             revisions,
             event,
         })
     }
 }
 
-/// Adds the version's insert and its event's update to `statements`.
+/// Adds the version's insert, its served text's and its event's update to `statements`; returns the text.
 fn store_version(
     statements: &mut Statements,
     context: &VersionContext,
     v: &NewVersion<'_>,
-) -> anyhow::Result<()> {
-    let delivery = match v.delivery {
-        DeliveryId::Known(_) => "?",
-        DeliveryId::JustInserted => "last_insert_rowid()",
+) -> anyhow::Result<ServedReport> {
+    let row = ReportRow {
+        id: v.id,
+        event_key: v.event_key.to_string(),
+        source: v.source.to_string(),
+        received_at: v.received_at.to_string(),
+        delivery_id: v.delivery_id,
+        decoded: serde_json::to_string(v.report)?,
+        decoder_name: v.decoder_name.to_string(),
+        decoder_sha256: v.decoder_sha256.to_string(),
     };
-    statements.push(&format!(
+    statements.push(
         "INSERT INTO reports (id, event_key, source, identity_sha256, delivery_id, received_at, event_id, upstream_event_id, \
          revision, issued_at, origin_at, epicenter, magnitude, report_json, decoder_name, decoder_sha256) \
-         VALUES (?, ?, ?, ?, {delivery}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    ));
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    );
     statements
         .bind(v.id)
         .bind(v.event_key.to_string())
         .bind(v.source.to_string())
-        .bind(v.identity.to_string());
-    if let DeliveryId::Known(id) = v.delivery {
-        statements.bind(id);
-    }
-    statements
+        .bind(v.identity.to_string())
+        .bind(v.delivery_id)
         .bind(v.received_at.to_string())
         .bind(v.report.event_id.clone())
         .bind(v.report.upstream_event_id.clone())
@@ -680,10 +695,21 @@ fn store_version(
         .bind(v.report.origin_at.clone())
         .bind(v.report.epicenter.clone())
         .bind(v.report.magnitude)
-        .bind(serde_json::to_string(v.report)?)
+        .bind(row.decoded.clone())
         .bind(v.decoder_name.to_string())
         .bind(v.decoder_sha256.to_string());
-    upsert_event(statements, context, v)
+    let served = ServedReport {
+        id: v.id,
+        source: v.source.to_string(),
+        json: crate::served::served_json(&row).into(),
+    };
+    statements
+        .push("INSERT INTO report_texts (id, source, json) VALUES (?, ?, ?)")
+        .bind(v.id)
+        .bind(v.source.to_string())
+        .bind(served.json.to_string());
+    upsert_event(statements, context, v)?;
+    Ok(served)
 }
 
 /// Brings the event's summary row up to date with a newly archived version.
@@ -794,6 +820,19 @@ pub(super) async fn begin<'c>(
     conn: &'c mut SqliteConnection,
     options: &SqliteConnectOptions,
 ) -> anyhow::Result<Transaction<'c, Sqlite>> {
+    begin_checked(conn, options, true).await
+}
+
+/// [`begin`], checking for a transaction left open only when `check` (the check is a round trip to the
+/// connection's thread, ~70 us of every commit; after a commit that succeeded there is nothing to find).
+async fn begin_checked<'c>(
+    conn: &'c mut SqliteConnection,
+    options: &SqliteConnectOptions,
+    check: bool,
+) -> anyhow::Result<Transaction<'c, Sqlite>> {
+    if !check {
+        return Ok(conn.begin_with(WRITE_TRANSACTION).await?);
+    }
     // The round trip runs any rollback still queued by a dropped transaction before the depth is read.
     conn.ping().await?;
     if SqliteTransactionManager::get_transaction_depth(conn) > 0 {

@@ -1,6 +1,7 @@
 //! The writer task: owns the [`Writer`], commits frames in groups (one durable commit for whatever queued up
 //! meanwhile), and only after a commit publishes the new high-water mark to live subscribers.
 
+use crate::rows::ServedReport;
 use crate::writer::{Incoming, IngestSummary, Writer};
 use osds_time::now_rfc3339;
 use std::collections::BTreeMap;
@@ -117,6 +118,10 @@ pub struct ComponentChange {
     pub changed_at: String,
 }
 
+/// Called by the archive task with each commit's new versions (consecutive ids, with their served texts) before
+/// the commit's horizon is published, so the live ring can take them without reading them back.
+pub type CommitHook = Arc<dyn Fn(&[ServedReport]) + Send + Sync>;
+
 /// Sends work to the archive task. Cheap to clone.
 ///
 /// Nothing that sends waits for the archive: while it cannot write (a full disk), every command waits in
@@ -163,8 +168,12 @@ impl WriteMonitor {
 
 impl WriterTask {
     /// Starts the archive task over `writer`; up to `queue_bytes` of received frames wait while it cannot
-    /// write.
-    pub fn spawn(mut writer: Writer, queue_bytes: usize) -> WriterTask {
+    /// write. `on_commit` is handed each commit's new versions before their horizon is published.
+    pub fn spawn(
+        mut writer: Writer,
+        queue_bytes: usize,
+        on_commit: Option<CommitHook>,
+    ) -> WriterTask {
         let (commands, receiver) = mpsc::unbounded_channel();
         let (high_water_tx, high_water) = watch::channel(writer.high_water());
         let next_session_id = Arc::new(AtomicI64::new(writer.next_session_id()));
@@ -175,7 +184,13 @@ impl WriterTask {
             dropped: BTreeMap::new(),
             failure: None,
         }));
-        tokio::spawn(run(writer, receiver, high_water_tx, state.clone()));
+        tokio::spawn(run(
+            writer,
+            receiver,
+            high_water_tx,
+            state.clone(),
+            on_commit,
+        ));
         WriterTask {
             commands,
             high_water,
@@ -308,6 +323,7 @@ async fn run(
     mut receiver: mpsc::UnboundedReceiver<Command>,
     high_water: watch::Sender<i64>,
     state: Arc<Mutex<WriteHealth>>,
+    on_commit: Option<CommitHook>,
 ) {
     let mut pending: Option<Command> = None;
     let mut horizon_check = tokio::time::interval(HORIZON_CHECK);
@@ -354,8 +370,17 @@ async fn run(
                         metrics::counter!("osds_ingest_units_total", "source" => source.clone(), "outcome" => *outcome)
                             .increment(*units);
                     }
-                    if !summary.new_versions.is_empty() {
-                        tracing::debug!(versions = ?summary.new_versions, "committed new report versions");
+                    if let (Some(first), Some(last)) =
+                        (summary.new_versions.first(), summary.new_versions.last())
+                    {
+                        tracing::debug!(
+                            first = first.id,
+                            last = last.id,
+                            "committed new report versions"
+                        );
+                        if let Some(hook) = &on_commit {
+                            hook(&summary.new_versions);
+                        }
                         high_water.send_replace(summary.high_water);
                     }
                 }
