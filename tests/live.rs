@@ -841,12 +841,25 @@ async fn a_source_filter_follows_some_channels_on_the_global_cursor() {
         let etag = response.headers()["etag"].to_str().unwrap().to_owned();
         (response.status().as_u16(), etag)
     };
+    // A text search's matches are kept per horizon too: the new event is found, and the newest comes first.
+    let first_and_total = async |query: &str| {
+        let page = get_json(&server.url(&format!("/events?{query}&limit=1"))).await;
+        (page["total"].clone(), page["items"][0]["id"].clone())
+    };
+    // Every cq event here is at 荣昌.
+    let searched = async || {
+        let found = first_and_total("q=%E8%8D%A3%E6%98%8C").await;
+        assert_eq!(found, first_and_total("source=cq").await);
+        found.0
+    };
     assert_eq!(cq_events().await, 3);
+    assert_eq!(searched().await, 3);
     let (_, etag) = revalidate("\"none\"").await;
     assert_eq!(revalidate(&etag).await, (304, etag.clone()));
     assert_eq!(cq_events().await, 3);
     push_as(&relay, &server, "/cq_eew", cq_frame(4), 7).await;
     assert_eq!(cq_events().await, 4);
+    assert_eq!(searched().await, 4);
     let (status, newer) = revalidate(&etag).await;
     assert_eq!(status, 200, "a new event: the list changed");
     assert_ne!(newer, etag);

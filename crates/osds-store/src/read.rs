@@ -93,8 +93,9 @@ pub struct DeliveryPage {
     pub next_cursor: i64,
 }
 
+/// An event's columns and its latest version's served text (`report_texts` joined as `t`).
 const EVENT_COLUMNS: &str = "e.id AS e_id, e.source AS e_source, e.source_event_id, e.origin_at AS e_origin_at, e.report_count, \
-     e.missing_revisions, r.id, r.event_key, r.source, r.received_at, r.delivery_id, r.report_json, r.decoder_name, r.decoder_sha256";
+     e.missing_revisions, t.json AS latest_json";
 
 /// Served texts from their aggregates: comma lists of ids, channels and byte lengths, and the texts end to end.
 /// The four are built in one pass over the same rows, so they agree item by item; the items are put in id order
@@ -138,7 +139,7 @@ fn split_served(
     Ok(items)
 }
 
-/// An `events` row joined with its latest report (`EVENT_COLUMNS`).
+/// An `events` row joined with its latest version's text (`EVENT_COLUMNS`).
 fn event_row(row: &SqliteRow) -> EventRow {
     EventRow {
         id: row.get("e_id"),
@@ -148,7 +149,7 @@ fn event_row(row: &SqliteRow) -> EventRow {
         report_count: row.get("report_count"),
         missing_revisions: serde_json::from_str(row.get::<&str, _>("missing_revisions"))
             .unwrap_or_default(),
-        latest: report_row(row),
+        latest: row.get::<String, _>("latest_json").into(),
     }
 }
 
@@ -292,6 +293,11 @@ impl Store {
         };
 
         let key = filter.count_key();
+        if filter.q.is_some() {
+            return self
+                .searched_events(filter, horizon, key, &where_sql, &binds)
+                .await;
+        }
         let kept = self
             .event_totals
             .lock()
@@ -319,7 +325,7 @@ impl Store {
         let list_sql = format!(
             "SELECT {EVENT_COLUMNS} FROM (SELECT e.rowid AS rid FROM events e {where_sql} \
              ORDER BY e.sort_ms DESC, e.last_report_id DESC LIMIT ? OFFSET ?) page \
-             JOIN events e ON e.rowid = page.rid JOIN reports r ON r.id = e.latest_report_id \
+             JOIN events e ON e.rowid = page.rid JOIN report_texts t ON t.id = e.latest_report_id \
              ORDER BY e.sort_ms DESC, e.last_report_id DESC"
         );
         let mut list = sqlx::query(&list_sql);
@@ -338,10 +344,72 @@ impl Store {
         })
     }
 
+    /// [`Store::events`] of a filter with a text search: its matches in list order are found once per horizon
+    /// (every event's texts are read) and kept; the total is their number and a page a slice of them.
+    async fn searched_events(
+        &self,
+        filter: &EventFilter,
+        horizon: i64,
+        key: String,
+        where_sql: &str,
+        binds: &[Value],
+    ) -> anyhow::Result<EventPage> {
+        let lock = || {
+            self.event_matches
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let kept = lock().get(horizon, &key);
+        let matches = match kept {
+            Some(matches) => matches,
+            None => {
+                // One row of every matching rowid (sqlx hands rows over one by one, ~4 us each).
+                let sql = format!(
+                    "SELECT group_concat(rid, ',' ORDER BY sort_ms DESC, last_id DESC) FROM \
+                     (SELECT e.rowid AS rid, e.sort_ms, e.last_report_id AS last_id FROM events e {where_sql})"
+                );
+                let mut query = sqlx::query(&sql);
+                for bind in binds {
+                    query = bind_value_query(query, bind);
+                }
+                let found: Option<String> = query.fetch_one(&self.pool).await?.get(0);
+                let found = found.unwrap_or_default();
+                let matches: Vec<i64> = found
+                    .split(',')
+                    .filter(|rowid| !rowid.is_empty())
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?;
+                let matches = std::sync::Arc::new(matches);
+                lock().keep(horizon, key, matches.clone());
+                matches
+            }
+        };
+        let offset =
+            usize::try_from((filter.page - 1).saturating_mul(filter.limit)).unwrap_or(usize::MAX);
+        let limit = usize::try_from(filter.limit).unwrap_or(0);
+        let page: Vec<i64> = matches.iter().skip(offset).take(limit).copied().collect();
+        let rows = if page.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events e JOIN report_texts t ON t.id = e.latest_report_id \
+                 WHERE e.rowid IN (SELECT value FROM json_each(?)) \
+                 ORDER BY e.sort_ms DESC, e.last_report_id DESC"
+            ))
+            .bind(serde_json::to_string(&page)?)
+            .fetch_all(&self.pool)
+            .await?
+        };
+        Ok(EventPage {
+            items: rows.iter().map(event_row).collect(),
+            total: matches.len() as i64,
+        })
+    }
+
     /// The event with every stored version in revision order (several versions of one revision by id), each
     /// with the raw bytes of the delivery that first brought it.
     pub async fn event(&self, id: &str) -> anyhow::Result<Option<EventVersions>> {
-        let Some(row) = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id WHERE e.id = ?"))
+        let Some(row) = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM events e JOIN report_texts t ON t.id = e.latest_report_id WHERE e.id = ?"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?
@@ -430,7 +498,7 @@ impl Store {
     /// The most recently archived event of `source`.
     pub async fn latest_event(&self, source: &str) -> anyhow::Result<Option<EventRow>> {
         let row = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events e JOIN reports r ON r.id = e.latest_report_id WHERE e.source = ? \
+            "SELECT {EVENT_COLUMNS} FROM events e JOIN report_texts t ON t.id = e.latest_report_id WHERE e.source = ? \
              ORDER BY e.last_report_id DESC LIMIT 1"
         ))
         .bind(source)

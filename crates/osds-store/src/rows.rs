@@ -54,7 +54,8 @@ pub struct EventRow {
     pub report_count: i64,
     /// Revisions below the highest one that are not archived.
     pub missing_revisions: Vec<i64>,
-    pub latest: ReportRow,
+    /// The latest version's served `EewReport` text.
+    pub latest: std::sync::Arc<str>,
 }
 
 /// A stored report version with the raw bytes of the delivery that first brought it.

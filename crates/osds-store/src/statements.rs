@@ -30,6 +30,21 @@ impl Statements {
         self
     }
 
+    /// Runs every statement, in order, in one round trip, and returns the first row they produce (the last
+    /// statement's, when only it selects). Every row is read: a statement stopped after its first row stays
+    /// open and holds a read snapshot past the commit, which keeps WAL checkpoints from completing.
+    pub(super) async fn fetch_one(
+        self,
+        conn: &mut SqliteConnection,
+    ) -> anyhow::Result<sqlx::sqlite::SqliteRow> {
+        sqlx::query_with(&self.sql, self.args)
+            .fetch_all(conn)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("the statements returned no row"))
+    }
+
     /// Runs every statement, in order, in one round trip.
     pub(super) async fn execute(self, conn: &mut SqliteConnection) -> anyhow::Result<()> {
         if !self.sql.is_empty() {

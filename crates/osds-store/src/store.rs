@@ -1,6 +1,6 @@
 //! The archive's handles: [`Store`] (reads, through a pool) and [`open`], which also returns the single writer.
 
-use crate::counts::{CountedAt, EventTotals};
+use crate::counts::{CountedAt, EventMatches, EventTotals};
 use crate::writer::Writer;
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -29,6 +29,8 @@ pub struct Store {
     pub(crate) counts: std::sync::Arc<std::sync::Mutex<Option<CountedAt>>>,
     /// Totals of `/events` filters at the horizon they were counted at (see `Store::events`).
     pub(crate) event_totals: std::sync::Arc<std::sync::Mutex<EventTotals>>,
+    /// Events matched by text searches at the horizon they were found at (see `Store::events`).
+    pub(crate) event_matches: std::sync::Arc<std::sync::Mutex<EventMatches>>,
     /// The archive's identity (see `ids.rs`); only `osds restore` changes it, never under a running store.
     archive_id: std::sync::Arc<str>,
 }
@@ -117,6 +119,7 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
             pool,
             counts: Default::default(),
             event_totals: Default::default(),
+            event_matches: Default::default(),
             archive_id: archive_id.into(),
         },
         writer,

@@ -124,8 +124,8 @@ pub struct Writer {
     pub(super) checkpoints: Checkpointer,
     /// Ids are reserved (beside the database file) before a commit hands them out.
     ids: IdReservation,
-    /// Nothing has run on `conn` since an ingest transaction committed, so the next [`begin`] need not check
-    /// for a transaction left open by a failure.
+    /// No transaction but an ingest's has run on `conn` since one committed, so the next ingest need not
+    /// [`settle`] it first.
     pub(super) settled: bool,
 }
 
@@ -202,14 +202,39 @@ impl Writer {
 
     /// Archives a batch of frames in one durable transaction (group commit).
     pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
-        let settled = std::mem::take(&mut self.settled);
-        let mut tx = begin_checked(&mut self.conn, &self.options, !settled).await?;
+        if !std::mem::take(&mut self.settled) {
+            settle(&mut self.conn, &self.options).await?;
+        }
+        match self.ingest_in_transaction(batch).await {
+            Ok(summary) => {
+                self.settled = true;
+                self.checkpoints.committed(batch.len());
+                if let Some(last) = summary.new_versions.last().map(|v| v.id) {
+                    self.high_water = self.high_water.max(last);
+                }
+                Ok(IngestSummary {
+                    high_water: self.high_water,
+                    ..summary
+                })
+            }
+            Err(e) => {
+                // SQLite may or may not have ended the transaction (a failed COMMIT on a full disk does not
+                // always); leave none open for the next one.
+                let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The batch's transaction, begun and committed by SQL of its own rather than by sqlx's `Transaction`, so
+    /// `BEGIN` travels with the first unit's context read and `COMMIT` with the last unit's writes: two round
+    /// trips to the connection's thread for a frame of one unit instead of four (each is two thread wake-ups).
+    async fn ingest_in_transaction(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
         let mut summary = IngestSummary::default();
+        let mut pending = Statements::default();
+        pending.push(WRITE_TRANSACTION);
         for incoming in batch {
             let raw_sha256 = hex::encode(Sha256::digest(&incoming.frame));
-            // The payload goes in with the first unit's statements (units are written one after another:
-            // each one's context must see the one before).
-            let mut pending = Statements::default();
             pending
                 .push("INSERT OR IGNORE INTO raw_payloads (sha256, bytes, size, first_seen_at) VALUES (?, ?, ?, ?)")
                 .bind(raw_sha256.clone())
@@ -217,10 +242,9 @@ impl Writer {
                 .bind(incoming.frame.len() as i64)
                 .bind(incoming.received_at.clone());
             for unit in &incoming.units {
-                let statements = std::mem::take(&mut pending);
                 archive_unit(
-                    &mut tx,
-                    statements,
+                    &mut self.conn,
+                    &mut pending,
                     incoming,
                     &raw_sha256,
                     unit,
@@ -228,18 +252,15 @@ impl Writer {
                 )
                 .await?;
             }
-            pending.execute(&mut tx).await?;
         }
         if let Some(last) = summary.new_versions.last().map(|v| v.id) {
             self.ids.cover(last)?;
         }
-        tx.commit().await.context("commit ingest transaction")?;
-        self.settled = true;
-        self.checkpoints.committed(batch.len());
-        if let Some(last) = summary.new_versions.last().map(|v| v.id) {
-            self.high_water = self.high_water.max(last);
-        }
-        summary.high_water = self.high_water;
+        pending.push("COMMIT");
+        pending
+            .execute(&mut self.conn)
+            .await
+            .context("commit ingest transaction")?;
         Ok(summary)
     }
 
@@ -261,7 +282,14 @@ impl Writer {
             }
             let event_key = event_key(&item.source, &item.report.event_id);
             let context =
-                VersionContext::read(&mut tx, &item.source, &item.identity, &event_key).await?;
+                VersionContext::read(
+                    &mut tx,
+                    Statements::default(),
+                    &item.source,
+                    &item.identity,
+                    &event_key,
+                )
+                .await?;
             let mut statements = Statements::default();
             let (report_id, outcome) = match context.existing {
                 Some(id) => {
@@ -442,11 +470,11 @@ impl Writer {
     }
 }
 
-/// Archives one unit: reads its version's context if it is a report, then runs `statements` (what the frame
-/// still had to write) and the unit's own in one round trip.
+/// Archives one unit: what is still `pending` runs before its version's context is read, in the same round trip
+/// (a unit without a version reads nothing); its own writes are added to `pending`.
 async fn archive_unit(
-    tx: &mut SqliteConnection,
-    mut statements: Statements,
+    conn: &mut SqliteConnection,
+    pending: &mut Statements,
     incoming: &Incoming,
     raw_sha256: &str,
     unit: &UnitRecord,
@@ -467,7 +495,7 @@ async fn archive_unit(
     };
     match &unit.kind {
         UnitKind::Ignored => {
-            delivery("ignored").push(&mut statements);
+            delivery("ignored").push(pending);
             summary.tally(unit, None, "ignored");
         }
         UnitKind::Unparsed {
@@ -483,7 +511,7 @@ async fn archive_unit(
                 error_message: Some(message.clone()),
                 ..delivery("unparsed")
             }
-            .push(&mut statements);
+            .push(pending);
             summary.tally(unit, source.as_deref(), "unparsed");
         }
         UnitKind::Report {
@@ -494,7 +522,9 @@ async fn archive_unit(
             decoder_sha256,
         } => {
             let event_key = event_key(source, &report.event_id);
-            let context = VersionContext::read(tx, source, identity, &event_key).await?;
+            let context =
+                VersionContext::read(conn, std::mem::take(pending), source, identity, &event_key)
+                    .await?;
             let (outcome, report_id) = match context.existing {
                 Some(id) => ("duplicate", id),
                 None => ("new-version", context.next_id),
@@ -507,13 +537,13 @@ async fn archive_unit(
                 decoder: Some(format!("{decoder_name}@{decoder_sha256}")),
                 ..delivery(outcome)
             }
-            .push(&mut statements);
+            .push(pending);
             if context.existing.is_some() {
                 summary.tally(unit, Some(source), "duplicate");
             } else {
                 summary.tally(unit, Some(source), "archived");
                 let served = store_version(
-                    &mut statements,
+                    pending,
                     &context,
                     &NewVersion {
                         id: report_id,
@@ -531,7 +561,7 @@ async fn archive_unit(
             }
         }
     }
-    statements.execute(tx).await
+    Ok(())
 }
 
 /// A `deliveries` row: the frame's reception columns and what became of the unit.
@@ -618,13 +648,16 @@ struct EventRow {
 }
 
 impl VersionContext {
+    /// Runs `before` and then reads the context, in one round trip.
     async fn read(
-        tx: &mut SqliteConnection,
+        conn: &mut SqliteConnection,
+        mut before: Statements,
         source: &str,
         identity: &str,
         event_key: &str,
     ) -> anyhow::Result<VersionContext> {
-        let row = sqlx::query(
+        before
+            .push(
             &format!("SELECT (SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?) AS existing, \
              {HORIZON} + 1 AS next_id, \
              (SELECT COALESCE(MAX(id), 0) FROM deliveries) + 1 AS next_delivery_id, \
@@ -632,12 +665,11 @@ impl VersionContext {
              e.id AS event_id, e.latest_revision, e.origin_at, e.sort_ms, e.upstream_ids \
              FROM (SELECT 1) LEFT JOIN events e ON e.id = ?"
         ))
-        .bind(source)
-        .bind(identity)
-        .bind(event_key)
-        .bind(event_key)
-        .fetch_one(&mut *tx)
-        .await?;
+            .bind(source.to_string())
+            .bind(identity.to_string())
+            .bind(event_key.to_string())
+            .bind(event_key.to_string());
+        let row = before.fetch_one(conn).await?;
         let revisions = row
             .get::<Option<String>, _>("revisions")
             .unwrap_or_default()
@@ -813,26 +845,20 @@ async fn leave_checkpoints_alone(conn: &mut SqliteConnection) -> anyhow::Result<
     Ok(())
 }
 
-/// Begins a write transaction on `conn`. A commit that failed (a full disk: SQLite has rolled the transaction
-/// back) leaves the connection counting a transaction that no longer exists, and it would refuse every later
-/// one; such a connection is replaced by a new one from `options` first.
+/// Begins a write transaction on `conn`, settled first (see [`settle`]).
 pub(super) async fn begin<'c>(
     conn: &'c mut SqliteConnection,
     options: &SqliteConnectOptions,
 ) -> anyhow::Result<Transaction<'c, Sqlite>> {
-    begin_checked(conn, options, true).await
+    settle(conn, options).await?;
+    Ok(conn.begin_with(WRITE_TRANSACTION).await?)
 }
 
-/// [`begin`], checking for a transaction left open only when `check` (the check is a round trip to the
-/// connection's thread, ~70 us of every commit; after a commit that succeeded there is nothing to find).
-async fn begin_checked<'c>(
-    conn: &'c mut SqliteConnection,
-    options: &SqliteConnectOptions,
-    check: bool,
-) -> anyhow::Result<Transaction<'c, Sqlite>> {
-    if !check {
-        return Ok(conn.begin_with(WRITE_TRANSACTION).await?);
-    }
+/// Makes `conn` fit for a new transaction. A commit through sqlx's `Transaction` that failed (a full disk:
+/// SQLite has rolled the transaction back) leaves the connection counting a transaction that no longer exists,
+/// and it would refuse every later one; such a connection is replaced by a new one from `options`. A round
+/// trip to the connection's thread (~70 us), so an ingest skips it after a commit that succeeded.
+async fn settle(conn: &mut SqliteConnection, options: &SqliteConnectOptions) -> anyhow::Result<()> {
     // The round trip runs any rollback still queued by a dropped transaction before the depth is read.
     conn.ping().await?;
     if SqliteTransactionManager::get_transaction_depth(conn) > 0 {
@@ -842,5 +868,5 @@ async fn begin_checked<'c>(
         // Closing the old connection rolls back whatever SQLite still held open.
         drop(std::mem::replace(conn, fresh));
     }
-    Ok(conn.begin_with(WRITE_TRANSACTION).await?)
+    Ok(())
 }

@@ -5,6 +5,7 @@ use osds_store::served::raw_url;
 pub use osds_store::served::{DecoderRef, EewReport};
 use osds_store::{DeliveryRow, EventRow, MonthRow, OutageRow, SessionRow};
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 /// `EewEvent`; with `reports` `EewEventDetail`, with `exportedAt` too `EewEventExport`.
 #[derive(Serialize)]
@@ -14,7 +15,8 @@ pub struct EewEvent<'a> {
     pub source: &'a str,
     pub source_event_id: &'a str,
     pub origin_at: Option<&'a str>,
-    pub latest: EewReport<'a>,
+    /// The latest version's `EewReport`, as stored.
+    pub latest: &'a RawValue,
     pub report_count: i64,
     pub missing_revisions: &'a [i64],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -30,7 +32,8 @@ impl<'a> EewEvent<'a> {
             source: &row.source,
             source_event_id: &row.source_event_id,
             origin_at: row.origin_at.as_deref(),
-            latest: EewReport::from_row(&row.latest),
+            // The writer stored serde's own output, so it parses; `null` would show otherwise.
+            latest: serde_json::from_str(&row.latest).unwrap_or(RawValue::NULL),
             report_count: row.report_count,
             missing_revisions: &row.missing_revisions,
             reports: None,
