@@ -281,15 +281,14 @@ impl Writer {
                 continue;
             }
             let event_key = event_key(&item.source, &item.report.event_id);
-            let context =
-                VersionContext::read(
-                    &mut tx,
-                    Statements::default(),
-                    &item.source,
-                    &item.identity,
-                    &event_key,
-                )
-                .await?;
+            let context = VersionContext::read(
+                &mut tx,
+                Statements::default(),
+                &item.source,
+                &item.identity,
+                &event_key,
+            )
+            .await?;
             let mut statements = Statements::default();
             let (report_id, outcome) = match context.existing {
                 Some(id) => {
