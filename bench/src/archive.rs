@@ -533,6 +533,32 @@ pub async fn run(
             "/events/{id} (random of 2000 ids)",
             lua_pick_path(&format!("{api}/events/"), &ids, ""),
         ),
+        // Every other filter shape of the contract: deep pages of the whole list, a year, a text search (四川,
+        // a quarter of the events).
+        (
+            "/events?limit=100 (random page 1-1875, to the last)",
+            lua_random_path(&format!("{api}/events?limit=100&page="), 1, 1875, ""),
+        ),
+        (
+            "/events?limit=100&from=2025-01-01&to=2025-12-31&minMagnitude=3 (random page 1-100)",
+            lua_random_path(
+                &format!(
+                    "{api}/events?limit=100&from=2025-01-01&to=2025-12-31&minMagnitude=3&page="
+                ),
+                1,
+                100,
+                "",
+            ),
+        ),
+        (
+            "/events?limit=100&q=四川 (random page 1-469, to the last)",
+            lua_random_path(
+                &format!("{api}/events?limit=100&q=%E5%9B%9B%E5%B7%9D&page="),
+                1,
+                469,
+                "",
+            ),
+        ),
     ];
     let wrk_version = std::process::Command::new("wrk")
         .arg("-v")
