@@ -51,18 +51,21 @@ impl EventTotals {
     }
 }
 
-/// The events a text search (`q`) matches, as rowids in list order, all found at one horizon. A search reads
-/// every event's texts (60-100 ms at 187,500 events), so it runs once per filter and horizon and its pages are
-/// slices of the list; the list is exact until a new version moves the horizon, like a total.
+/// The events a filter lists, as rowids in list order, all found at one horizon: a filter is read once per
+/// horizon (a text search reads every event's texts, 60-100 ms at 187,500 events; a deep page skipped up to
+/// 187,500 index entries) and its pages are slices; a list is exact until a new version moves the horizon,
+/// like a total. A list longer than the bound is not kept; its filter is then served page by page.
 #[derive(Debug, Default)]
 pub(crate) struct EventMatches {
     horizon: i64,
     lists: std::collections::HashMap<String, std::sync::Arc<Vec<i64>>>,
     rowids: usize,
+    /// Filters whose list at this horizon was too long to keep.
+    too_long: std::collections::HashSet<String>,
 }
 
-/// Rowids kept over all lists (8 bytes each: 32 MiB).
-const EVENT_MATCHES_ROWIDS: usize = 4 << 20;
+/// Rowids kept over all lists (8 bytes each: 64 MiB).
+const EVENT_MATCHES_ROWIDS: usize = 8 << 20;
 
 impl EventMatches {
     pub(crate) fn get(&self, horizon: i64, key: &str) -> Option<std::sync::Arc<Vec<i64>>> {
@@ -73,17 +76,32 @@ impl EventMatches {
 
     /// Keeps a list found at `horizon` (read before searching), like [`EventTotals::keep`]; all lists are
     /// dropped when one more would exceed the bound.
+    /// Whether the filter's list at `horizon` was found too long to keep.
+    pub(crate) fn too_long(&self, horizon: i64, key: &str) -> bool {
+        self.horizon == horizon && self.too_long.contains(key)
+    }
+
     pub(crate) fn keep(&mut self, horizon: i64, key: String, list: std::sync::Arc<Vec<i64>>) {
-        if horizon > self.horizon || self.rowids + list.len() > EVENT_MATCHES_ROWIDS {
+        if horizon > self.horizon {
+            self.lists.clear();
+            self.too_long.clear();
+            self.rowids = 0;
+            self.horizon = horizon;
+        }
+        if horizon != self.horizon {
+            return;
+        }
+        if list.len() > EVENT_MATCHES_ROWIDS {
+            self.too_long.insert(key);
+            return;
+        }
+        if self.rowids + list.len() > EVENT_MATCHES_ROWIDS {
             self.lists.clear();
             self.rowids = 0;
-            self.horizon = self.horizon.max(horizon);
         }
-        if horizon == self.horizon && list.len() <= EVENT_MATCHES_ROWIDS {
-            self.rowids += list.len();
-            if let Some(old) = self.lists.insert(key, list) {
-                self.rowids -= old.len();
-            }
+        self.rowids += list.len();
+        if let Some(old) = self.lists.insert(key, list) {
+            self.rowids -= old.len();
         }
     }
 }

@@ -293,10 +293,11 @@ impl Store {
         };
 
         let key = filter.count_key();
-        if filter.q.is_some() {
-            return self
-                .searched_events(filter, horizon, key, &where_sql, &binds)
-                .await;
+        if let Some(page) = self
+            .listed_events(filter, horizon, &key, &where_sql, &binds)
+            .await?
+        {
+            return Ok(page);
         }
         let kept = self
             .event_totals
@@ -346,22 +347,29 @@ impl Store {
         })
     }
 
-    /// [`Store::events`] of a filter with a text search: its matches in list order are found once per horizon
-    /// (every event's texts are read) and kept; the total is their number and a page a slice of them.
-    async fn searched_events(
+    /// [`Store::events`] from the filter's list of matching rowids, found once per horizon and kept (see
+    /// `EventMatches`): the total is their number and a page a slice of them. `None` when the list is too long
+    /// to keep (the caller counts and pages by offset).
+    async fn listed_events(
         &self,
         filter: &EventFilter,
         horizon: i64,
-        key: String,
+        key: &str,
         where_sql: &str,
         binds: &[Value],
-    ) -> anyhow::Result<EventPage> {
+    ) -> anyhow::Result<Option<EventPage>> {
         let lock = || {
             self.event_matches
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         };
-        let kept = lock().get(horizon, &key);
+        let kept = {
+            let lists = lock();
+            if lists.too_long(horizon, key) {
+                return Ok(None);
+            }
+            lists.get(horizon, key)
+        };
         let matches = match kept {
             Some(matches) => matches,
             None => {
@@ -382,7 +390,11 @@ impl Store {
                     .map(str::parse)
                     .collect::<Result<_, _>>()?;
                 let matches = std::sync::Arc::new(matches);
-                lock().keep(horizon, key, matches.clone());
+                let mut lists = lock();
+                lists.keep(horizon, key.to_string(), matches.clone());
+                if lists.too_long(horizon, key) {
+                    return Ok(None);
+                }
                 matches
             }
         };
@@ -401,10 +413,10 @@ impl Store {
             .fetch_all(&self.pool)
             .await?
         };
-        Ok(EventPage {
+        Ok(Some(EventPage {
             items: rows.iter().map(event_row).collect(),
             total: matches.len() as i64,
-        })
+        }))
     }
 
     /// The event with every stored version in revision order (several versions of one revision by id), each
