@@ -55,8 +55,10 @@ impl EventTotals {
 /// horizon (a text search reads every event's texts, 60-100 ms at 187,500 events; a deep page skipped up to
 /// 187,500 index entries) and its pages are slices; a list is exact until a new version moves the horizon,
 /// like a total. A list longer than the bound is not kept; its filter is then served page by page.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct EventMatches {
+    /// Rowids kept at most, over all lists.
+    bound: usize,
     horizon: i64,
     lists: std::collections::HashMap<String, std::sync::Arc<Vec<i64>>>,
     rowids: usize,
@@ -67,7 +69,23 @@ pub(crate) struct EventMatches {
 /// Rowids kept over all lists (8 bytes each: 64 MiB).
 const EVENT_MATCHES_ROWIDS: usize = 8 << 20;
 
+impl Default for EventMatches {
+    fn default() -> Self {
+        EventMatches::with_bound(EVENT_MATCHES_ROWIDS)
+    }
+}
+
 impl EventMatches {
+    fn with_bound(bound: usize) -> EventMatches {
+        EventMatches {
+            bound,
+            horizon: 0,
+            lists: Default::default(),
+            rowids: 0,
+            too_long: Default::default(),
+        }
+    }
+
     pub(crate) fn get(&self, horizon: i64, key: &str) -> Option<std::sync::Arc<Vec<i64>>> {
         (self.horizon == horizon)
             .then(|| self.lists.get(key).cloned())
@@ -91,11 +109,11 @@ impl EventMatches {
         if horizon != self.horizon {
             return;
         }
-        if list.len() > EVENT_MATCHES_ROWIDS {
+        if list.len() > self.bound {
             self.too_long.insert(key);
             return;
         }
-        if self.rowids + list.len() > EVENT_MATCHES_ROWIDS {
+        if self.rowids + list.len() > self.bound {
             self.lists.clear();
             self.rowids = 0;
         }
@@ -121,6 +139,24 @@ mod event_matches_tests {
         matches.keep(10, "q".into(), Arc::new(vec![3, 1, 2]));
         assert_eq!(matches.get(11, "q").map(|l| l.len()), Some(4));
         assert_eq!(matches.get(10, "q"), None);
+    }
+
+    #[test]
+    fn lists_stay_under_the_bound_and_a_longer_one_is_marked_not_kept() {
+        let mut matches = EventMatches::with_bound(5);
+        matches.keep(1, "a".into(), Arc::new(vec![1, 2, 3]));
+        matches.keep(1, "long".into(), Arc::new(vec![1, 2, 3, 4, 5, 6]));
+        assert!(matches.too_long(1, "long") && matches.get(1, "long").is_none());
+        assert!(
+            matches.get(1, "a").is_some(),
+            "a list too long to keep drops no other"
+        );
+        // One more that does not fit beside the kept ones: they go, it stays.
+        matches.keep(1, "b".into(), Arc::new(vec![4, 5, 6]));
+        assert!(matches.get(1, "a").is_none() && matches.get(1, "b").is_some());
+        // A new horizon forgets the mark.
+        matches.keep(2, "b".into(), Arc::new(vec![4]));
+        assert!(!matches.too_long(2, "long"));
     }
 }
 
