@@ -92,13 +92,14 @@ impl EventMatches {
             .flatten()
     }
 
-    /// Keeps a list found at `horizon` (read before searching), like [`EventTotals::keep`]; all lists are
-    /// dropped when one more would exceed the bound.
     /// Whether the filter's list at `horizon` was found too long to keep.
     pub(crate) fn too_long(&self, horizon: i64, key: &str) -> bool {
         self.horizon == horizon && self.too_long.contains(key)
     }
 
+    /// Keeps a list found at `horizon` (read before searching), like [`EventTotals::keep`]: one found at an
+    /// older horizon than the kept ones is not kept; one longer than the bound is marked too long; the kept
+    /// lists are dropped when one more would exceed the bound.
     pub(crate) fn keep(&mut self, horizon: i64, key: String, list: std::sync::Arc<Vec<i64>>) {
         if horizon > self.horizon {
             self.lists.clear();

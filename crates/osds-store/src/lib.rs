@@ -29,7 +29,7 @@ pub use hyp::*;
 pub use lock::ArchiveLock;
 pub use read::*;
 pub use rows::*;
-pub use store::{DEFAULT_DATABASE_URL, ROW_BUFFER, Store, database_path, open, open_existing};
+pub use store::{DEFAULT_DATABASE_URL, Store, database_path, open, open_existing};
 pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };

@@ -11,10 +11,10 @@ use std::time::Duration;
 /// The archive when none is configured: a file under `./data/`, created with its folder on first use.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/osds.db";
 
-/// Rows a read connection's worker thread may run ahead of the task reading them. sqlx's default (50) makes
-/// reading a block of 1,024 report versions (the API's report cache reads that many at once) a ping-pong of
-/// thread wake-ups; a whole block fits in this.
-pub const ROW_BUFFER: usize = 1024;
+/// Rows a read connection's worker thread may run ahead of the task reading them: sqlx's default (50) makes a
+/// read of many rows (a page of deliveries, an event's versions) a ping-pong of thread wake-ups. (Report texts
+/// are read as one row of aggregates and do not depend on it.)
+const ROW_BUFFER: usize = 1024;
 
 /// How much of the archive file a read connection maps.
 const READ_MMAP_BYTES: u64 = 1 << 31;
@@ -29,7 +29,7 @@ pub struct Store {
     pub(crate) counts: std::sync::Arc<std::sync::Mutex<Option<CountedAt>>>,
     /// Totals of `/events` filters at the horizon they were counted at (see `Store::events`).
     pub(crate) event_totals: std::sync::Arc<std::sync::Mutex<EventTotals>>,
-    /// Events matched by text searches at the horizon they were found at (see `Store::events`).
+    /// The events each `/events` filter lists, at the horizon they were found at (see `Store::events`).
     pub(crate) event_matches: std::sync::Arc<std::sync::Mutex<EventMatches>>,
     /// The archive's identity (see `ids.rs`); only `osds restore` changes it, never under a running store.
     archive_id: std::sync::Arc<str>,
