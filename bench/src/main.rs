@@ -2,7 +2,8 @@
 //!
 //! Benchmarks (see `BENCHMARKS.md` for the method and the numbers):
 //! - `fsync`: the physical cost of one durable commit on this disk (append 64 bytes, `sync_data`), the floor
-//!   of push latency with durable commits. Always run first.
+//!   of push latency with durable commits. Always run first; `push-latency` also takes it after an idle
+//!   pause at its own pace, the floor a paced report actually meets.
 //! - `push-latency`: one SSE and one WebSocket subscriber; distinct `cq_eew` frames pushed at a fixed pace
 //!   through the relay; time from the push to the matching `report` at each subscriber.
 //! - `ingest`: frames pushed as fast as the server drains them (80 % new versions, 20 % exact duplicates) for
@@ -186,6 +187,8 @@ fn summarize(samples: &[Duration]) -> Option<Summary> {
 #[derive(Default)]
 struct Results {
     fsync: Option<Summary>,
+    /// The same with push-latency's pause before each sync.
+    fsync_paced: Option<Summary>,
     sse: Option<Summary>,
     ws: Option<Summary>,
     push_lost: Option<(usize, usize, usize)>,
@@ -307,7 +310,10 @@ fn cq_frame(tag: &str, event: u64, revision: u64) -> String {
 // ---------------------------------------------------------------------------------------------------------
 // fsync floor
 
-fn fsync_floor(dir: &Path, rounds: usize) -> Result<Vec<Duration>> {
+/// `rounds` durable appends, back to back or each after `pause` (the disk idle in between, as between paced
+/// reports: on this machine's virtual disk a sync after an idle spell costs about three times one that follows
+/// another at once).
+fn fsync_floor(dir: &Path, rounds: usize, pause: Option<Duration>) -> Result<Vec<Duration>> {
     let path = dir.join(format!("osds-bench-fsync-{}", std::process::id()));
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -318,6 +324,9 @@ fn fsync_floor(dir: &Path, rounds: usize) -> Result<Vec<Duration>> {
     let record = [0x5a_u8; 64];
     let mut samples = Vec::with_capacity(rounds);
     for _ in 0..rounds {
+        if let Some(pause) = pause {
+            std::thread::sleep(pause);
+        }
         let start = Instant::now();
         file.write_all(&record)?;
         file.sync_data()?;
@@ -690,6 +699,7 @@ fn print_table(options: &Options, results: &Results) {
         }
     };
     row("fsync floor (64 B append + sync_data)", &results.fsync);
+    row("  the same, each after an idle pause", &results.fsync_paced);
     row("push -> SSE report", &results.sse);
     row("push -> WebSocket report", &results.ws);
     if let Some((sent, sse_lost, ws_lost)) = results.push_lost {
@@ -703,13 +713,17 @@ fn print_table(options: &Options, results: &Results) {
         row("  in-process: durable commit, 1 frame", commit);
         row("  in-process: read back + render", read_back);
     }
-    if let Some(fsync) = results.fsync {
+    for (floor, label) in [
+        (results.fsync, "fsync"),
+        (results.fsync_paced, "idle fsync"),
+    ] {
+        let Some(floor) = floor else { continue };
         for (name, summary) in [("SSE", results.sse), ("WebSocket", results.ws)] {
             if let Some(s) = summary {
                 println!(
                     "{:<40} {:.1}x",
-                    format!("ratio push->{name} p50 / fsync p50"),
-                    s.p50 / fsync.p50
+                    format!("ratio push->{name} p50 / {label} p50"),
+                    s.p50 / floor.p50
                 );
             }
         }
@@ -766,9 +780,18 @@ async fn main() -> Result<()> {
         options.dir.display()
     );
     let dir = options.dir.clone();
-    results.fsync = summarize(&tokio::task::spawn_blocking(move || fsync_floor(&dir, 200)).await??);
+    results.fsync =
+        summarize(&tokio::task::spawn_blocking(move || fsync_floor(&dir, 200, None)).await??);
 
     if matches!(options.which, Which::PushLatency | Which::All) {
+        println!(
+            "fsync: 200 x the same, each after {} ms idle (push-latency's pace)",
+            options.interval.as_millis()
+        );
+        let (dir, pause) = (options.dir.clone(), options.interval);
+        results.fsync_paced = summarize(
+            &tokio::task::spawn_blocking(move || fsync_floor(&dir, 200, Some(pause))).await??,
+        );
         push_latency(&options, &mut results)
             .await
             .context("push-latency")?;
