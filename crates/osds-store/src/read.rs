@@ -1,6 +1,6 @@
 //! Read queries of the archive, returning typed rows (`rows.rs`).
 
-use crate::counts::ArchiveCounts;
+use crate::counts::{ArchiveCounts, Listed, MatchList};
 use crate::ids::HORIZON;
 use crate::rows::{
     DeliveryRow, EventRow, EventVersions, MonthRow, OutageRow, ServedReport, SessionRow, VersionRow,
@@ -65,6 +65,10 @@ fn archived_unit(row: &SqliteRow) -> ArchivedUnit {
 /// Unparsed deliveries, and ignored ones of the given `type` tags, that no later decoder recovered, of an
 /// optional source and reception-time range (binds: the tags as a JSON array, source twice, since twice, until
 /// twice). An ignored delivery has no source: the tags given are the source's.
+/// Versions after a kept list's horizon up to which it is caught up instead of read again (each changed event
+/// is one row to hand over; a whole list is one).
+const CATCH_UP_VERSIONS: i64 = 4096;
+
 const STILL_UNPARSED: &str = "(d.outcome = 'unparsed' \
         OR (d.outcome = 'ignored' AND d.type_tag IN (SELECT value FROM json_each(?)))) \
      AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
@@ -96,6 +100,15 @@ pub struct DeliveryPage {
 /// An event's columns and its latest version's served text (`report_texts` joined as `t`).
 const EVENT_COLUMNS: &str = "e.id AS e_id, e.source AS e_source, e.source_event_id, e.origin_at AS e_origin_at, e.report_count, \
      e.missing_revisions, t.json AS latest_json";
+
+/// The events versions in (`?`, `?`] changed (found from the versions by id, never by walking events), each
+/// with whether it matches `matches_sql` now; the condition's own `?` come first.
+fn changed_events_sql(matches_sql: &str) -> String {
+    format!(
+        "SELECT e.rowid, e.sort_ms, e.last_report_id, CASE WHEN {matches_sql} THEN 1 ELSE 0 END FROM events e \
+         WHERE e.id IN (SELECT event_key FROM reports WHERE id > ? AND id <= ?)"
+    )
+}
 
 /// A page of the events `where_sql` selects, by `LIMIT ? OFFSET ?`: the page's rowids first, from an index that
 /// holds every filtered column in list order (a deep OFFSET skips index entries, not rows); then their columns.
@@ -307,15 +320,16 @@ impl Store {
             let pattern = like_pattern(q);
             binds.extend([json!(pattern), json!(pattern), json!(pattern)]);
         }
-        let where_sql = if clauses.is_empty() {
-            String::new()
+        let (matches_sql, where_sql) = if clauses.is_empty() {
+            ("1".to_string(), String::new())
         } else {
-            format!("WHERE {}", clauses.join(" AND "))
+            let all = clauses.join(" AND ");
+            (all.clone(), format!("WHERE {all}"))
         };
 
         let key = filter.count_key();
         if let Some(page) = self
-            .listed_events(filter, horizon, &key, &where_sql, &binds)
+            .listed_events(filter, horizon, &key, &matches_sql, &binds)
             .await?
         {
             return Ok(page);
@@ -359,15 +373,17 @@ impl Store {
         })
     }
 
-    /// [`Store::events`] from the filter's list of matching rowids, found once per horizon and kept (see
-    /// `EventMatches`): the total is their number and a page a slice of them. `None` when the list is too long
-    /// to keep (the caller counts and pages by offset).
+    /// [`Store::events`] from the filter's list of matching events, kept (see `EventMatches`): the total is
+    /// its length and a page a slice of it. A list kept at an older horizon is caught up from the events the
+    /// versions since then changed; with none kept, or too many versions since, the list is read in full.
+    /// `None` when the list is too long to keep (the caller counts and pages by offset). `matches_sql` is the
+    /// filter's condition on `e` (`binds` fill its `?`).
     async fn listed_events(
         &self,
         filter: &EventFilter,
         horizon: i64,
         key: &str,
-        where_sql: &str,
+        matches_sql: &str,
         binds: &[Value],
     ) -> anyhow::Result<Option<EventPage>> {
         let lock = || {
@@ -375,45 +391,69 @@ impl Store {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         };
-        let kept = {
-            let lists = lock();
-            if lists.too_long(horizon, key) {
-                return Ok(None);
-            }
-            lists.get(horizon, key)
+        // A list kept at a newer horizon than the caller read is as exact and newer.
+        let current = |lists: &crate::counts::EventMatches| match lists.get(key) {
+            Some(list) if list.horizon >= horizon => Ok(Some(list)),
+            _ if lists.too_long(horizon, key) => Err(()),
+            kept => Ok(kept),
         };
-        let matches = match kept {
-            Some(matches) => matches,
-            None => {
-                // One row of every matching rowid (sqlx hands rows over one by one, ~4 us each).
-                let sql = format!(
-                    "SELECT group_concat(rid, ',' ORDER BY sort_ms DESC, last_id DESC) FROM \
-                     (SELECT e.rowid AS rid, e.sort_ms, e.last_report_id AS last_id FROM events e {where_sql})"
-                );
-                let mut query = sqlx::query(&sql);
-                for bind in binds {
-                    query = bind_value_query(query, bind);
-                }
-                let found: Option<String> = query.fetch_one(&self.pool).await?.get(0);
-                let found = found.unwrap_or_default();
-                let matches: Vec<i64> = found
-                    .split(',')
-                    .filter(|rowid| !rowid.is_empty())
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()?;
-                let matches = std::sync::Arc::new(matches);
-                let mut lists = lock();
-                lists.keep(horizon, key.to_string(), matches.clone());
-                if lists.too_long(horizon, key) {
-                    return Ok(None);
-                }
-                matches
+        let update = {
+            let mut lists = lock();
+            match current(&lists) {
+                Err(()) => return Ok(None),
+                Ok(Some(list)) if list.horizon >= horizon => Ok(list),
+                Ok(_) => Err(lists.update(key, horizon)),
             }
         };
+        let (horizon, update) = match update {
+            Ok(list) => return self.list_page(filter, &list).await,
+            Err(update) => update,
+        };
+        let list = update
+            .get_or_try_init(|| async {
+                // Another update may have finished since this one was handed out.
+                let kept = match current(&lock()) {
+                    Err(()) => return Ok(None),
+                    Ok(kept) => kept,
+                };
+                anyhow::Ok(match kept {
+                    Some(list) if list.horizon >= horizon => Some(list),
+                    Some(list) if horizon - list.horizon <= CATCH_UP_VERSIONS => {
+                        let changed = self
+                            .events_changed(list.horizon, horizon, matches_sql, binds)
+                            .await?;
+                        self.keep_list(key, list.caught_up(horizon, &changed))
+                    }
+                    _ => {
+                        let list = self.read_list(horizon, matches_sql, binds).await?;
+                        self.keep_list(key, list)
+                    }
+                })
+            })
+            .await?
+            .clone();
+        match list {
+            Some(list) => self.list_page(filter, &list).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The filter's page of a kept list.
+    async fn list_page(
+        &self,
+        filter: &EventFilter,
+        list: &MatchList,
+    ) -> anyhow::Result<Option<EventPage>> {
         let offset =
             usize::try_from((filter.page - 1).saturating_mul(filter.limit)).unwrap_or(usize::MAX);
         let limit = usize::try_from(filter.limit).unwrap_or(0);
-        let page: Vec<i64> = matches.iter().skip(offset).take(limit).copied().collect();
+        let page: Vec<i64> = list
+            .events
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|event| event.rowid)
+            .collect();
         let rows = if page.is_empty() {
             Vec::new()
         } else {
@@ -424,8 +464,92 @@ impl Store {
         };
         Ok(Some(EventPage {
             items: rows.iter().map(event_row).collect(),
-            total: matches.len() as i64,
+            total: list.events.len() as i64,
         }))
+    }
+
+    /// Keeps `list` as the filter's; `None` when it is too long to keep.
+    fn keep_list(&self, key: &str, list: MatchList) -> Option<MatchList> {
+        let mut lists = self
+            .event_matches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        lists.keep(key.to_string(), list.clone());
+        (!lists.too_long(list.horizon, key)).then_some(list)
+    }
+
+    /// Every event matching `matches_sql`, in list order, in one row (sqlx hands rows over one by one, ~4 us
+    /// each): `rowid,sort_ms,last_report_id` of each, joined by commas.
+    async fn read_list(
+        &self,
+        horizon: i64,
+        matches_sql: &str,
+        binds: &[Value],
+    ) -> anyhow::Result<MatchList> {
+        let sql = format!(
+            "SELECT group_concat(rid || ',' || sort_ms || ',' || last_id, ',' ORDER BY sort_ms DESC, last_id DESC) FROM \
+             (SELECT e.rowid AS rid, e.sort_ms, e.last_report_id AS last_id FROM events e WHERE {matches_sql})"
+        );
+        let mut query = sqlx::query(&sql);
+        for bind in binds {
+            query = bind_value_query(query, bind);
+        }
+        let found: Option<String> = query.fetch_one(&self.pool).await?.get(0);
+        let numbers: Vec<i64> = found
+            .unwrap_or_default()
+            .split(',')
+            .filter(|n| !n.is_empty())
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        anyhow::ensure!(
+            numbers.len().is_multiple_of(3),
+            "an event list came back cut short"
+        );
+        let events = numbers
+            .chunks_exact(3)
+            .map(|n| Listed {
+                rowid: n[0],
+                sort_ms: n[1],
+                last_id: n[2],
+            })
+            .collect();
+        Ok(MatchList {
+            horizon,
+            events: std::sync::Arc::new(events),
+        })
+    }
+
+    /// The events that versions in (`after`, `horizon`] changed, each with whether it matches now.
+    async fn events_changed(
+        &self,
+        after: i64,
+        horizon: i64,
+        matches_sql: &str,
+        binds: &[Value],
+    ) -> anyhow::Result<Vec<(Listed, bool)>> {
+        let sql = changed_events_sql(matches_sql);
+        let mut query = sqlx::query(&sql);
+        for bind in binds {
+            query = bind_value_query(query, bind);
+        }
+        let rows = query
+            .bind(after)
+            .bind(horizon)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    Listed {
+                        rowid: row.get(0),
+                        sort_ms: row.get(1),
+                        last_id: row.get(2),
+                    },
+                    row.get::<i64, _>(3) == 1,
+                )
+            })
+            .collect())
     }
 
     /// The event with every stored version in revision order (several versions of one revision by id), each
@@ -784,6 +908,241 @@ mod plan_tests {
                 "events are looked up by the page's rowids, never walked: {steps:?}"
             );
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_kept_list_is_caught_up_from_the_new_versions_without_walking_events() {
+        let (store, _writer, dir) = archive("catch-up-plan", 30).await;
+        let sql = changed_events_sql("e.source = ? AND e.magnitude >= ?");
+        let steps = plan(
+            &store,
+            &sql,
+            &[json!("cq"), json!(4.0), json!(10), json!(20)],
+        )
+        .await;
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.starts_with("SEARCH reports USING INTEGER PRIMARY KEY"))
+                && !steps.iter().any(|s| s.starts_with("SCAN")),
+            "versions by id, their events by key: {steps:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+mod listed_events_tests {
+    use super::*;
+    use crate::test_archive::archive;
+    use crate::{Incoming, UnitKind, UnitRecord};
+    use wolfx_core::Report;
+
+    /// A version of `event` ("channel/event id") on its channel; `n` makes it distinct.
+    fn version(
+        session: i64,
+        n: i64,
+        event: &str,
+        revision: i64,
+        origin_at: Option<&str>,
+        epicenter: &str,
+        magnitude: f64,
+    ) -> Incoming {
+        let (source, event) = event.split_once('/').unwrap();
+        Incoming {
+            session_id: session,
+            received_at: format!("2025-06-01T00:{:02}:{:02}Z", n / 60, n % 60),
+            frame: format!("{{\"type\":\"{source}_eew\",\"n\":{n}}}").into_bytes(),
+            marker: "websocket-push",
+            units: vec![UnitRecord {
+                unit_index: 0,
+                type_tag: Some(format!("{source}_eew")),
+                kind: UnitKind::Report {
+                    source: source.into(),
+                    identity: format!("{n:064}"),
+                    report: Box::new(Report {
+                        event_id: format!("{source}:{event}"),
+                        upstream_event_id: event.into(),
+                        revision,
+                        issued_at: None,
+                        origin_at: origin_at.map(str::to_string),
+                        epicenter: Some(epicenter.into()),
+                        latitude: None,
+                        longitude: None,
+                        depth_km: None,
+                        magnitude: Some(magnitude),
+                        max_intensity: None,
+                        is_final: false,
+                        is_cancelled: false,
+                        is_test: false,
+                    }),
+                    decoder_name: "test".into(),
+                    decoder_sha256: "0".repeat(64),
+                },
+            }],
+        }
+    }
+
+    fn filters() -> Vec<EventFilter> {
+        let filter =
+            |source: Option<&str>, q: Option<&str>, min: Option<f64>, from: Option<i64>| {
+                EventFilter {
+                    source: source.map(str::to_string),
+                    from_ms: from,
+                    to_ms: None,
+                    q: q.map(str::to_string),
+                    min_magnitude: min,
+                    page: 1,
+                    limit: 1000,
+                }
+            };
+        vec![
+            filter(None, None, None, None),
+            filter(Some("sc"), None, Some(4.0), None),
+            filter(None, Some("四川"), None, None),
+            filter(None, None, Some(5.0), None),
+            filter(
+                None,
+                None,
+                None,
+                osds_time::parse_ms("2025-01-01T00:00:00Z"),
+            ),
+        ]
+    }
+
+    /// What the filter lists, by plain SQL: ids in list order.
+    async fn expected(store: &Store, filter: &EventFilter) -> Vec<String> {
+        let mut sql = String::from("SELECT id FROM events WHERE 1");
+        let mut binds = Vec::new();
+        if let Some(source) = &filter.source {
+            sql.push_str(" AND source = ?");
+            binds.push(json!(source));
+        }
+        if let Some(from) = filter.from_ms {
+            sql.push_str(" AND origin_ms >= ?");
+            binds.push(json!(from));
+        }
+        if let Some(min) = filter.min_magnitude {
+            sql.push_str(" AND magnitude >= ?");
+            binds.push(json!(min));
+        }
+        if let Some(q) = &filter.q {
+            sql.push_str(" AND instr(epicenter, ?) > 0");
+            binds.push(json!(q));
+        }
+        sql.push_str(" ORDER BY sort_ms DESC, last_report_id DESC");
+        let mut query = sqlx::query(&sql);
+        for bind in &binds {
+            query = bind_value_query(query, bind);
+        }
+        let rows = query.fetch_all(&store.pool).await.unwrap();
+        rows.iter().map(|row| row.get(0)).collect()
+    }
+
+    async fn check_every_filter(store: &Store, round: &str) {
+        let horizon = store.high_water().await.unwrap();
+        for filter in filters() {
+            let page = store.events(&filter, horizon).await.unwrap();
+            let listed: Vec<String> = page.items.iter().map(|e| e.id.clone()).collect();
+            let want = expected(store, &filter).await;
+            assert_eq!(listed, want, "{round}: {}", filter.count_key());
+            assert_eq!(
+                page.total,
+                want.len() as i64,
+                "{round}: {}",
+                filter.count_key()
+            );
+        }
+    }
+
+    /// Lists kept by earlier requests and caught up from the versions since are what a full read gives: new
+    /// events in their places, events that moved (an origin time learnt later) moved, events that stopped
+    /// matching (a lower magnitude, a new epicentre) gone, and others' places kept.
+    #[tokio::test]
+    async fn kept_lists_caught_up_after_new_versions_list_what_a_full_read_lists() {
+        let (store, mut writer, dir) = archive("listed-catch-up", 0).await;
+        let session = writer
+            .open_session("/all_eew", "redundant", "ws://test.invalid/all_eew")
+            .await
+            .unwrap();
+        let t = |s: &str| Some(format!("2025-05-0{s}T00:00:00Z"));
+        let first = vec![
+            version(session, 1, "sc/a", 1, t("1").as_deref(), "四川泸定", 5.5),
+            version(session, 2, "sc/b", 1, None, "四川雅安", 4.2),
+            version(session, 3, "cq/c", 1, t("3").as_deref(), "重庆荣昌", 3.9),
+            version(session, 4, "sc/d", 1, t("2").as_deref(), "四川宜宾", 6.1),
+            version(session, 5, "cea/e", 1, t("4").as_deref(), "云南大理", 5.0),
+        ];
+        writer.ingest(&first).await.unwrap();
+        check_every_filter(&store, "first read").await;
+
+        let rounds = [
+            // b learns its origin time (it moves), a falls below 5 and 4.0 stays, c is revised in place.
+            vec![
+                version(session, 6, "sc/b", 2, t("5").as_deref(), "四川雅安", 4.2),
+                version(session, 7, "sc/a", 2, t("1").as_deref(), "四川泸定", 4.8),
+                version(session, 8, "cq/c", 2, t("3").as_deref(), "重庆荣昌", 4.0),
+            ],
+            // A new event that sorts in the middle; d's new epicentre is no longer in 四川.
+            vec![
+                version(session, 9, "sc/f", 1, t("3").as_deref(), "四川甘孜", 5.2),
+                version(session, 10, "sc/d", 2, t("2").as_deref(), "云南昭通", 6.0),
+            ],
+            // An older revision arriving late does not become the latest, but the event changed.
+            vec![version(
+                session,
+                11,
+                "sc/f",
+                0,
+                t("3").as_deref(),
+                "四川甘孜",
+                3.0,
+            )],
+        ];
+        for (index, round) in rounds.iter().enumerate() {
+            writer.ingest(round).await.unwrap();
+            check_every_filter(&store, &format!("after round {}", index + 1)).await;
+        }
+
+        // The last answers came from caught-up lists, not from reading each list again: a marker kept in one
+        // list at the current horizon is still in it after one more version.
+        let horizon = store.high_water().await.unwrap();
+        let everything = filters().remove(0);
+        let key = everything.count_key();
+        let mut marked = store.event_matches.lock().unwrap().get(&key).unwrap();
+        assert_eq!(marked.horizon, horizon);
+        let mut events = marked.events.as_ref().clone();
+        events.push(Listed {
+            sort_ms: i64::MIN,
+            last_id: 0,
+            rowid: i64::MAX,
+        });
+        marked.events = std::sync::Arc::new(events);
+        store
+            .event_matches
+            .lock()
+            .unwrap()
+            .keep(key.clone(), marked);
+        writer
+            .ingest(&[version(
+                session,
+                12,
+                "cq/g",
+                1,
+                t("6").as_deref(),
+                "重庆",
+                4.4,
+            )])
+            .await
+            .unwrap();
+        let horizon = store.high_water().await.unwrap();
+        let page = store.events(&everything, horizon).await.unwrap();
+        assert_eq!(
+            page.total,
+            expected(&store, &everything).await.len() as i64 + 1,
+            "the list was caught up from the kept one"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
