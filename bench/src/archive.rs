@@ -5,11 +5,14 @@
 
 use crate::proc_memory;
 use anyhow::{Context, Result, bail};
+use fake_relay::{FakeRelay, RelayConfig};
 use futures_util::{StreamExt, TryStreamExt};
 use osds_store::{Incoming, UnitKind, UnitRecord};
 use osds_testkit::server::{Launch, Server};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// (channel, upstream `type`) of the generated reports, round robin by event.
@@ -262,6 +265,78 @@ async fn serve_archive(
             hwm_kb,
         },
     ))
+}
+
+/// New report versions a second per case of [`under_ingest`].
+const LIVE_VERSIONS_PER_SEC: u64 = 10;
+
+/// The `/events` cases again on a copy of the archive while new versions arrive from the fake relay
+/// (`LIVE_VERSIONS_PER_SEC`): each moves the horizon, so each kept list is brought up to date before it is
+/// served. The copy is deleted after (the archive is reused as it is).
+async fn under_ingest(
+    osds: &Path,
+    db: &Path,
+    dir: &Path,
+    cases: &[(&str, String)],
+    wrk_options: &WrkOptions,
+    serve_args: &[String],
+) -> Result<Vec<Load>> {
+    let live = dir.join("live");
+    std::fs::create_dir_all(&live)?;
+    let copy = live.join("osds.db");
+    println!("query: copying the archive for the live-ingest cases");
+    std::fs::copy(db, &copy)?;
+    let relay = Arc::new(FakeRelay::start(RelayConfig::default()).await?);
+    let launch = Launch::new(osds, &live)
+        .database(&copy)
+        .args(["--upstream-url".to_string(), relay.url()])
+        .args(["--backup-dir".into(), live.join("backups").into_os_string()])
+        .args(["--backup-every-secs", "0"])
+        .args(crate::UNLIMITED)
+        .args(serve_args.iter().cloned());
+    let served = tokio::task::spawn_blocking(move || launch.start()).await??;
+    if !relay
+        .wait_connected("/cq_eew", 1, Duration::from_secs(60))
+        .await
+    {
+        bail!("the live-ingest server never connected /cq_eew to the relay");
+    }
+    let pushing = Arc::new(AtomicBool::new(true));
+    let pusher = {
+        let (relay, pushing) = (relay.clone(), pushing.clone());
+        tokio::spawn(async move {
+            let mut pace =
+                tokio::time::interval(Duration::from_millis(1000 / LIVE_VERSIONS_PER_SEC));
+            let mut n = 0;
+            while pushing.load(Ordering::Relaxed) {
+                pace.tick().await;
+                relay
+                    .push_to("/cq_eew", crate::cq_frame("L", n, 1).as_bytes())
+                    .await;
+                n += 1;
+            }
+            n
+        })
+    };
+    let origin = origin_of(&served.base);
+    let mut loads = Vec::new();
+    for (name, script) in cases
+        .iter()
+        .filter(|(name, _)| name.starts_with("/events?"))
+    {
+        let name = format!("{name}, {LIVE_VERSIONS_PER_SEC} new versions/s arriving");
+        println!("query: wrk osds {name}");
+        loads.push(wrk(&origin, script, dir, &name, "osds", wrk_options).await?);
+    }
+    pushing.store(false, Ordering::Relaxed);
+    let pushed = pusher.await?;
+    println!("query: {pushed} versions pushed during the live-ingest cases");
+    drop(served);
+    if let Ok(relay) = Arc::try_unwrap(relay) {
+        relay.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&live);
+    Ok(loads)
 }
 
 /// Runs wrk against `base` with a Lua script picking each request's path; parses requests/s and the p50/p99.
@@ -672,6 +747,11 @@ pub async fn run(
         }
     }
     drop(served);
+    loads.extend(
+        under_ingest(osds, &db, &dir, &cases[1..], wrk_options, serve_args)
+            .await
+            .context("queries under live ingest")?,
+    );
     println!("query: timing 100 /reports pages in-process (archive read vs serialisation)");
     let page_cost = crate::breakdown::page_cost(&db, versions, 100).await.ok();
 
