@@ -138,6 +138,9 @@ const REFRESH_BATCH: i64 = 5_000;
 /// before the texts, or from a release that served another form), logging progress. Texts are replaced, never
 /// deleted first, so no version is ever without one; the format is recorded last, so an interrupted run is
 /// begun again on the next open.
+/// Texts written by one statement of [`refresh`] (three parameters each, well under SQLite's limit).
+const ROWS_PER_INSERT: usize = 256;
+
 pub(crate) async fn refresh(conn: &mut SqliteConnection) -> anyhow::Result<()> {
     let format: i64 = sqlx::query_scalar("SELECT served_format FROM archive")
         .fetch_one(&mut *conn)
@@ -171,14 +174,21 @@ pub(crate) async fn refresh(conn: &mut SqliteConnection) -> anyhow::Result<()> {
         let Some(last) = rows.last() else { break };
         after = last.get("id");
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        for row in &rows {
-            let row = crate::rows::report_row(row);
-            sqlx::query("INSERT OR REPLACE INTO report_texts (id, source, json) VALUES (?, ?, ?)")
-                .bind(row.id)
-                .bind(&row.source)
-                .bind(served_json(&row))
-                .execute(&mut *tx)
-                .await?;
+        // Many rows per statement: one statement a row cost a round trip to sqlx's worker thread each.
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            let mut insert = crate::statements::Statements::default();
+            let values = vec!["(?, ?, ?)"; chunk.len()].join(", ");
+            insert.push(&format!(
+                "INSERT OR REPLACE INTO report_texts (id, source, json) VALUES {values}"
+            ));
+            for row in chunk {
+                let row = crate::rows::report_row(row);
+                insert
+                    .bind(row.id)
+                    .bind(row.source.clone())
+                    .bind(served_json(&row));
+            }
+            insert.execute(&mut tx).await?;
         }
         tx.commit().await?;
         done += rows.len() as i64;
