@@ -62,13 +62,13 @@ fn archived_unit(row: &SqliteRow) -> ArchivedUnit {
     }
 }
 
-/// Unparsed deliveries, and ignored ones of the given `type` tags, that no later decoder recovered, of an
-/// optional source and reception-time range (binds: the tags as a JSON array, source twice, since twice, until
-/// twice). An ignored delivery has no source: the tags given are the source's.
 /// Versions after a kept list's horizon up to which it is caught up instead of read again (each changed event
 /// is one row to hand over; a whole list is one).
 const CATCH_UP_VERSIONS: i64 = 4096;
 
+/// Unparsed deliveries, and ignored ones of the given `type` tags, that no later decoder recovered, of an
+/// optional source and reception-time range (binds: the tags as a JSON array, source twice, since twice, until
+/// twice). An ignored delivery has no source: the tags given are the source's.
 const STILL_UNPARSED: &str = "(d.outcome = 'unparsed' \
         OR (d.outcome = 'ignored' AND d.type_tag IN (SELECT value FROM json_each(?)))) \
      AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
