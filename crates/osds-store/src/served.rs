@@ -134,13 +134,13 @@ pub fn raw_url(delivery_id: i64) -> String {
 /// Versions rendered per transaction when an archive's texts are written again.
 const REFRESH_BATCH: i64 = 5_000;
 
+/// Texts written by one statement of [`refresh`] (three parameters each, well under SQLite's limit).
+const ROWS_PER_INSERT: usize = 256;
+
 /// Renders the texts of every version again when the archive's are not in [`SERVED_FORMAT`] (an archive from
 /// before the texts, or from a release that served another form), logging progress. Texts are replaced, never
 /// deleted first, so no version is ever without one; the format is recorded last, so an interrupted run is
 /// begun again on the next open.
-/// Texts written by one statement of [`refresh`] (three parameters each, well under SQLite's limit).
-const ROWS_PER_INSERT: usize = 256;
-
 pub(crate) async fn refresh(conn: &mut SqliteConnection) -> anyhow::Result<()> {
     let format: i64 = sqlx::query_scalar("SELECT served_format FROM archive")
         .fetch_one(&mut *conn)
