@@ -75,17 +75,24 @@ impl MatchList {
     pub(crate) fn caught_up(&self, horizon: i64, changed: &[(Listed, bool)]) -> MatchList {
         let moved: std::collections::HashSet<i64> =
             changed.iter().map(|(event, _)| event.rowid).collect();
-        let mut events: Vec<Listed> = self
-            .events
+        // The changed events that match, in list order, merged with the others in one pass (an insert each
+        // would move the whole list once per changed event).
+        let order = |e: &Listed| std::cmp::Reverse((e.sort_ms, e.last_id));
+        let mut placed: Vec<Listed> = changed
             .iter()
-            .filter(|event| !moved.contains(&event.rowid))
-            .copied()
+            .filter(|(_, matches)| *matches)
+            .map(|(event, _)| *event)
             .collect();
-        for (event, _) in changed.iter().filter(|(_, matches)| *matches) {
-            let at =
-                events.partition_point(|e| (e.sort_ms, e.last_id) > (event.sort_ms, event.last_id));
-            events.insert(at, *event);
+        placed.sort_by_key(order);
+        let mut placed = placed.into_iter().peekable();
+        let mut events = Vec::with_capacity(self.events.len() + placed.len());
+        for event in self.events.iter().filter(|e| !moved.contains(&e.rowid)) {
+            while let Some(before) = placed.next_if(|p| order(p) < order(event)) {
+                events.push(before);
+            }
+            events.push(*event);
         }
+        events.extend(placed);
         MatchList {
             horizon,
             events: std::sync::Arc::new(events),
