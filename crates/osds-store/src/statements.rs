@@ -1,43 +1,126 @@
-//! Several SQL statements sent to the connection as one query: SQLite runs them one after another in the
+//! SQL statements collected before they run, in SQL both backends accept, with `?` parameters bound in order.
+//!
+//! On SQLite they are sent to the connection as one query: SQLite runs them one after another in the
 //! connection's worker thread, and the writer pays one round trip to that thread instead of one per statement
-//! (each round trip wakes two threads; on this machine that was most of a commit's time). Unnamed `?`
-//! parameters take the bound values in order across the statements.
+//! (each round trip wakes two threads; on this machine that was most of a commit's time). PostgreSQL prepares
+//! one statement at a time, so there each runs on its own, its `?`s numbered `$1`, `$2`, ...
 
+use sqlx::postgres::{PgArguments, PgConnection, PgRow};
 use sqlx::sqlite::SqliteArguments;
-use sqlx::{Arguments, Encode, Sqlite, SqliteConnection, Type};
+use sqlx::{Arguments, SqliteConnection};
+
+/// A bound value, typed as the column it goes to.
+#[derive(Debug, Clone)]
+pub(crate) enum Value {
+    Int(Option<i64>),
+    Real(Option<f64>),
+    Text(Option<String>),
+    Bytes(Vec<u8>),
+    Bool(bool),
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Value {
+        Value::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Value {
+    fn from(v: Option<i64>) -> Value {
+        Value::Int(v)
+    }
+}
+impl From<Option<f64>> for Value {
+    fn from(v: Option<f64>) -> Value {
+        Value::Real(v)
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Value {
+        Value::Text(Some(v))
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Value {
+        Value::Text(Some(v.to_owned()))
+    }
+}
+impl From<Option<String>> for Value {
+    fn from(v: Option<String>) -> Value {
+        Value::Text(v)
+    }
+}
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Value {
+        Value::Bytes(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Value {
+        Value::Bool(v)
+    }
+}
+
+/// One statement and its values.
+struct Statement {
+    sql: String,
+    values: Vec<Value>,
+}
 
 #[derive(Default)]
-pub(super) struct Statements {
-    sql: String,
-    args: SqliteArguments<'static>,
+pub(crate) struct Statements {
+    list: Vec<Statement>,
 }
 
 impl Statements {
     /// Appends a statement (without its `;`).
-    pub(super) fn push(&mut self, sql: &str) -> &mut Self {
-        self.sql.push_str(sql);
-        self.sql.push_str(";\n");
+    pub(crate) fn push(&mut self, sql: &str) -> &mut Self {
+        self.list.push(Statement {
+            sql: sql.to_owned(),
+            values: Vec::new(),
+        });
         self
     }
 
-    /// Binds the next `?`.
-    pub(super) fn bind<T>(&mut self, value: T) -> &mut Self
-    where
-        T: Encode<'static, Sqlite> + Type<Sqlite> + Send + 'static,
-    {
-        // SQLite's arguments are kept as values; adding one cannot fail.
-        let _ = self.args.add(value);
+    /// Binds the next `?` of the last statement pushed.
+    pub(crate) fn bind(&mut self, value: impl Into<Value>) -> &mut Self {
+        self.list
+            .last_mut()
+            .expect("a statement is pushed before its values")
+            .values
+            .push(value.into());
         self
+    }
+
+    /// Every statement as one SQLite query and its arguments.
+    fn sqlite(self) -> (String, SqliteArguments<'static>) {
+        let mut sql = String::new();
+        let mut args = SqliteArguments::default();
+        for statement in self.list {
+            sql.push_str(&statement.sql);
+            sql.push_str(";\n");
+            for value in statement.values {
+                // SQLite's arguments are kept as values; adding one cannot fail.
+                let _ = match value {
+                    Value::Int(v) => args.add(v),
+                    Value::Real(v) => args.add(v),
+                    Value::Text(v) => args.add(v),
+                    Value::Bytes(v) => args.add(v),
+                    Value::Bool(v) => args.add(v),
+                };
+            }
+        }
+        (sql, args)
     }
 
     /// Runs every statement, in order, in one round trip, and returns the first row they produce (the last
     /// statement's, when only it selects). Every row is read: a statement stopped after its first row stays
     /// open and holds a read snapshot past the commit, which keeps WAL checkpoints from completing.
-    pub(super) async fn fetch_one(
+    pub(crate) async fn fetch_one(
         self,
         conn: &mut SqliteConnection,
     ) -> anyhow::Result<sqlx::sqlite::SqliteRow> {
-        sqlx::query_with(&self.sql, self.args)
+        let (sql, args) = self.sqlite();
+        sqlx::query_with(&sql, args)
             .fetch_all(conn)
             .await?
             .into_iter()
@@ -46,10 +129,88 @@ impl Statements {
     }
 
     /// Runs every statement, in order, in one round trip.
-    pub(super) async fn execute(self, conn: &mut SqliteConnection) -> anyhow::Result<()> {
-        if !self.sql.is_empty() {
-            sqlx::query_with(&self.sql, self.args).execute(conn).await?;
+    pub(crate) async fn execute(self, conn: &mut SqliteConnection) -> anyhow::Result<()> {
+        if !self.list.is_empty() {
+            let (sql, args) = self.sqlite();
+            sqlx::query_with(&sql, args).execute(conn).await?;
         }
         Ok(())
+    }
+
+    /// Runs every statement, in order, on PostgreSQL, and returns the last one's row.
+    pub(crate) async fn pg_fetch_one(mut self, conn: &mut PgConnection) -> anyhow::Result<PgRow> {
+        let last = self
+            .list
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("no statement returns a row"))?;
+        self.pg_execute(conn).await?;
+        let (sql, args) = numbered(last)?;
+        Ok(sqlx::query_with(&sql, args).fetch_one(conn).await?)
+    }
+
+    /// Runs every statement, in order, on PostgreSQL.
+    pub(crate) async fn pg_execute(self, conn: &mut PgConnection) -> anyhow::Result<()> {
+        for statement in self.list {
+            let (sql, args) = numbered(statement)?;
+            sqlx::query_with(&sql, args).execute(&mut *conn).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The statement with its `?`s numbered for PostgreSQL, and its arguments. (No statement here has a `?`
+/// inside a string literal.)
+fn numbered(statement: Statement) -> anyhow::Result<(String, PgArguments)> {
+    let mut sql = String::with_capacity(statement.sql.len() + 16);
+    let mut n = 0;
+    for c in statement.sql.chars() {
+        if c == '?' {
+            n += 1;
+            sql.push('$');
+            sql.push_str(&n.to_string());
+        } else {
+            sql.push(c);
+        }
+    }
+    anyhow::ensure!(
+        n == statement.values.len(),
+        "{n} parameters but {} values in `{}`",
+        statement.values.len(),
+        statement.sql
+    );
+    let mut args = PgArguments::default();
+    for value in statement.values {
+        let added = match value {
+            Value::Int(v) => args.add(v),
+            Value::Real(v) => args.add(v),
+            Value::Text(v) => args.add(v),
+            Value::Bytes(v) => args.add(v),
+            Value::Bool(v) => args.add(v),
+        };
+        added.map_err(|e| anyhow::anyhow!("bind a value: {e}"))?;
+    }
+    Ok((sql, args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbering_follows_the_question_marks() {
+        let mut s = Statements::default();
+        s.push("UPDATE t SET a = ?, b = ? WHERE c = ?")
+            .bind(1_i64)
+            .bind("x")
+            .bind(Some(2.5));
+        let (sql, _) = numbered(s.list.pop().unwrap()).unwrap();
+        assert_eq!(sql, "UPDATE t SET a = $1, b = $2 WHERE c = $3");
+    }
+
+    #[test]
+    fn a_missing_value_is_an_error() {
+        let mut s = Statements::default();
+        s.push("SELECT ?, ?").bind(1_i64);
+        assert!(numbered(s.list.pop().unwrap()).is_err());
     }
 }

@@ -233,26 +233,7 @@ impl Writer {
         let mut summary = IngestSummary::default();
         let mut pending = Statements::default();
         pending.push(WRITE_TRANSACTION);
-        for incoming in batch {
-            let raw_sha256 = hex::encode(Sha256::digest(&incoming.frame));
-            pending
-                .push("INSERT OR IGNORE INTO raw_payloads (sha256, bytes, size, first_seen_at) VALUES (?, ?, ?, ?)")
-                .bind(raw_sha256.clone())
-                .bind(incoming.frame.clone())
-                .bind(incoming.frame.len() as i64)
-                .bind(incoming.received_at.clone());
-            for unit in &incoming.units {
-                archive_unit(
-                    &mut self.conn,
-                    &mut pending,
-                    incoming,
-                    &raw_sha256,
-                    unit,
-                    &mut summary,
-                )
-                .await?;
-            }
-        }
+        archive_batch(&mut self.conn, &mut pending, batch, &mut summary).await?;
         if let Some(last) = summary.new_versions.last().map(|v| v.id) {
             self.ids.cover(last)?;
         }
@@ -281,14 +262,14 @@ impl Writer {
                 continue;
             }
             let event_key = event_key(&item.source, &item.report.event_id);
-            let context = VersionContext::read(
-                &mut tx,
-                Statements::default(),
-                &item.source,
-                &item.identity,
-                &event_key,
-            )
-            .await?;
+            let context = tx
+                .version_context(
+                    Statements::default(),
+                    &item.source,
+                    &item.identity,
+                    &event_key,
+                )
+                .await?;
             let mut statements = Statements::default();
             let (report_id, outcome) = match context.existing {
                 Some(id) => {
@@ -469,10 +450,48 @@ impl Writer {
     }
 }
 
+/// Archives a batch of frames inside the caller's archiving transaction: their bytes, a delivery per unit, and
+/// the new versions with their texts and events. Writes are added to `pending` (see [`archive_unit`]).
+pub(crate) async fn archive_batch<C: ReadContext>(
+    conn: &mut C,
+    pending: &mut Statements,
+    batch: &[Incoming],
+    summary: &mut IngestSummary,
+) -> anyhow::Result<()> {
+    for incoming in batch {
+        let raw_sha256 = hex::encode(Sha256::digest(&incoming.frame));
+        pending
+            .push(
+                "INSERT INTO raw_payloads (sha256, bytes, size, first_seen_at) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(raw_sha256.clone())
+            .bind(incoming.frame.clone())
+            .bind(incoming.frame.len() as i64)
+            .bind(incoming.received_at.clone());
+        for unit in &incoming.units {
+            archive_unit(conn, pending, incoming, &raw_sha256, unit, summary).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads a unit's [`VersionContext`] inside the archiving transaction, each backend in its own SQL.
+pub(crate) trait ReadContext {
+    /// Runs `before` and then reads the context (on SQLite in one round trip).
+    async fn version_context(
+        &mut self,
+        before: Statements,
+        source: &str,
+        identity: &str,
+        event_key: &str,
+    ) -> anyhow::Result<VersionContext>;
+}
+
 /// Archives one unit: what is still `pending` runs before its version's context is read, in the same round trip
 /// (a unit without a version reads nothing); its own writes are added to `pending`.
-async fn archive_unit(
-    conn: &mut SqliteConnection,
+async fn archive_unit<C: ReadContext>(
+    conn: &mut C,
     pending: &mut Statements,
     incoming: &Incoming,
     raw_sha256: &str,
@@ -521,9 +540,9 @@ async fn archive_unit(
             decoder_sha256,
         } => {
             let event_key = event_key(source, &report.event_id);
-            let context =
-                VersionContext::read(conn, std::mem::take(pending), source, identity, &event_key)
-                    .await?;
+            let context = conn
+                .version_context(std::mem::take(pending), source, identity, &event_key)
+                .await?;
             let (outcome, report_id) = match context.existing {
                 Some(id) => ("duplicate", id),
                 None => ("new-version", context.next_id),
@@ -582,12 +601,20 @@ struct Delivery<'a> {
 
 impl Delivery<'_> {
     fn push(self, statements: &mut Statements) {
+        const COLUMNS: &str = "session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, \
+             outcome, report_id, event_key, decoder, error_kind, error_message";
+        const VALUES: &str = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
+        match self.id {
+            Some(id) => statements
+                .push(&format!(
+                    "INSERT INTO deliveries (id, {COLUMNS}) VALUES (?, {VALUES})"
+                ))
+                .bind(id),
+            None => statements.push(&format!(
+                "INSERT INTO deliveries ({COLUMNS}) VALUES ({VALUES})"
+            )),
+        };
         statements
-            .push(
-                "INSERT INTO deliveries (id, session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, outcome, \
-                 report_id, event_key, decoder, error_kind, error_message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(self.id)
             .bind(self.incoming.session_id)
             .bind(self.incoming.received_at.clone())
             .bind(self.raw_sha256.to_string())
@@ -626,12 +653,12 @@ struct NewVersion<'a> {
 
 /// What the archive holds about a unit's version and its event, read in one query inside the write
 /// transaction (so ids increase in commit order).
-struct VersionContext {
+pub(crate) struct VersionContext {
     /// The version already archived with this identity in this channel, if any.
     existing: Option<i64>,
     /// The next cursor id.
     next_id: i64,
-    /// The id the next `deliveries` row gets.
+    /// The id the unit's `deliveries` row gets.
     next_delivery_id: i64,
     /// Revisions archived for the event so far.
     revisions: BTreeSet<i64>,
@@ -646,15 +673,15 @@ struct EventRow {
     upstream_ids: String,
 }
 
-impl VersionContext {
-    /// Runs `before` and then reads the context, in one round trip.
-    async fn read(
-        conn: &mut SqliteConnection,
+impl ReadContext for SqliteConnection {
+    async fn version_context(
+        &mut self,
         mut before: Statements,
         source: &str,
         identity: &str,
         event_key: &str,
     ) -> anyhow::Result<VersionContext> {
+        let conn = self;
         before
             .push(
             &format!("SELECT (SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?) AS existing, \
@@ -668,9 +695,22 @@ impl VersionContext {
             .bind(identity.to_string())
             .bind(event_key.to_string())
             .bind(event_key.to_string());
-        let row = before.fetch_one(conn).await?;
-        let revisions = row
-            .get::<Option<String>, _>("revisions")
+        Ok(VersionContext::from_row(&before.fetch_one(conn).await?))
+    }
+}
+
+impl VersionContext {
+    /// The context from the row of a backend's context query (`existing`, `next_id`, `next_delivery_id`,
+    /// `revisions` as a comma-separated list, and the event's columns, `event_id` NULL when it is new).
+    pub(crate) fn from_row<R>(row: &R) -> VersionContext
+    where
+        R: Row,
+        &'static str: sqlx::ColumnIndex<R>,
+        i64: sqlx::Type<R::Database> + for<'r> sqlx::Decode<'r, R::Database>,
+        String: sqlx::Type<R::Database> + for<'r> sqlx::Decode<'r, R::Database>,
+    {
+        let list: Option<String> = row.get("revisions");
+        let revisions = list
             .unwrap_or_default()
             .split(',')
             .filter_map(|r| r.parse().ok())
@@ -681,13 +721,13 @@ impl VersionContext {
             sort_ms: row.get("sort_ms"),
             upstream_ids: row.get("upstream_ids"),
         });
-        Ok(VersionContext {
+        VersionContext {
             existing: row.get("existing"),
             next_id: row.get("next_id"),
             next_delivery_id: row.get("next_delivery_id"),
             revisions,
             event,
-        })
+        }
     }
 }
 
