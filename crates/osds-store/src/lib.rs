@@ -10,6 +10,7 @@ mod frames;
 mod hyp;
 pub mod ids;
 mod lock;
+pub mod postgres;
 mod read;
 mod rows;
 pub mod served;
@@ -18,6 +19,9 @@ mod store;
 /// Archives written through the real writer, for tests (here and, with the `test-archive` feature, elsewhere).
 #[cfg(any(test, feature = "test-archive"))]
 pub mod test_archive;
+/// Throwaway PostgreSQL servers, for tests.
+#[cfg(any(test, feature = "test-archive"))]
+pub mod test_postgres;
 mod writer;
 mod writer_task;
 

@@ -1,0 +1,393 @@
+//! The archive on PostgreSQL (`postgres://` database URLs), for deployments that outgrow one machine: several
+//! ingesters may archive into one database at once.
+//!
+//! What is here so far: the schema (`migrations-postgres/`) and the archiving writer, which shares every decision
+//! about what to write with the SQLite writer (`writer.rs`: deliveries, versions, texts, events) and differs in
+//! how ids are handed out. The service does not open PostgreSQL archives yet (`osds serve` refuses the URL).
+//!
+//! Ids across ingesters: every archiving transaction first locks the `archive` row, and holds the lock until it
+//! commits. The next report id is read after the lock is taken (`MAX(id) + 1`; under READ COMMITTED each
+//! statement sees every commit before it), so a transaction that hands out ids a..b commits before any
+//! transaction can hand out an id above b, and one that waited for the lock sees the versions the one before it
+//! archived, so a version two ingesters received is archived once. A reader's horizon (the highest committed
+//! id) therefore never passes an id that commits later: the cursor has no gap and never skips.
+
+use crate::Incoming;
+use crate::served::SERVED_FORMAT;
+use crate::statements::Statements;
+use crate::writer::{IngestSummary, ReadContext, VersionContext, archive_batch};
+use anyhow::Context;
+use osds_time::now_rfc3339;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{ConnectOptions, Connection};
+use std::str::FromStr;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres");
+
+/// The commit horizon: the highest report id, or the archive's id floor when that is higher.
+const HORIZON: &str =
+    "GREATEST((SELECT COALESCE(MAX(id), 0) FROM reports), (SELECT id_floor FROM archive))";
+
+/// Taken first by every archiving transaction, held until it ends (see the module's comment).
+const ARCHIVING_LOCK: &str = "SELECT singleton FROM archive WHERE singleton = 1 FOR UPDATE";
+
+/// Whether `url` names a PostgreSQL database.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// One ingester's writer on a PostgreSQL archive.
+pub struct PgWriter {
+    conn: PgConnection,
+    /// Names this ingester's sessions.
+    ingester: String,
+    high_water: i64,
+}
+
+impl PgWriter {
+    /// Connects to the database at `url`, brings its schema up to date (sqlx migrations take a lock of their
+    /// own, so ingesters starting together do not race) and returns the writer of ingester `ingester`.
+    pub async fn open(url: &str, ingester: &str) -> anyhow::Result<PgWriter> {
+        let mut conn = PgConnectOptions::from_str(url)
+            .with_context(|| format!("database url `{url}`"))?
+            .disable_statement_logging()
+            .connect()
+            .await
+            .with_context(|| format!("open database {url}"))?;
+        // (`run_direct`: `run`'s generic connection makes the future not `Send` for a spawned ingester.)
+        MIGRATOR
+            .run_direct(&mut conn)
+            .await
+            .context("run database migrations")?;
+        // Texts are written with each version: an archive begun by this release is in its form. One begun by
+        // a release that served another form would need its texts rendered again, which PostgreSQL archives
+        // cannot do yet.
+        sqlx::query(
+            "UPDATE archive SET served_format = $1 \
+             WHERE served_format = 0 AND NOT EXISTS (SELECT 1 FROM reports)",
+        )
+        .bind(SERVED_FORMAT)
+        .execute(&mut conn)
+        .await?;
+        let format: i64 = sqlx::query_scalar("SELECT served_format FROM archive")
+            .fetch_one(&mut conn)
+            .await?;
+        anyhow::ensure!(
+            format == SERVED_FORMAT,
+            "the archive's served texts are in form {format}, this release serves form {SERVED_FORMAT}"
+        );
+        let high_water = sqlx::query_scalar(&format!("SELECT {HORIZON}"))
+            .fetch_one(&mut conn)
+            .await?;
+        Ok(PgWriter {
+            conn,
+            ingester: ingester.to_owned(),
+            high_water,
+        })
+    }
+
+    /// The highest report id this writer knows committed (its own commits and what it saw at open).
+    pub fn high_water(&self) -> i64 {
+        self.high_water
+    }
+
+    /// Records a new upstream connection of this ingester; returns its id.
+    pub async fn open_session(&mut self, path: &str, role: &str, url: &str) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(
+            "INSERT INTO sessions (ingester, path, role, url, started_at) VALUES ($1, $2, $3, $4, $5) \
+             RETURNING id",
+        )
+        .bind(&self.ingester)
+        .bind(path)
+        .bind(role)
+        .bind(url)
+        .bind(now_rfc3339())
+        .fetch_one(&mut self.conn)
+        .await?)
+    }
+
+    /// Archives a batch of frames in one durable transaction, under the archiving lock.
+    pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
+        let mut tx = Connection::begin(&mut self.conn).await?;
+        sqlx::query(ARCHIVING_LOCK).execute(&mut *tx).await?;
+        let mut summary = IngestSummary::default();
+        let mut pending = Statements::default();
+        archive_batch(&mut *tx, &mut pending, batch, &mut summary).await?;
+        pending.pg_execute(&mut tx).await?;
+        tx.commit().await.context("commit ingest transaction")?;
+        if let Some(last) = summary.new_versions.last().map(|v| v.id) {
+            self.high_water = self.high_water.max(last);
+        }
+        Ok(IngestSummary {
+            high_water: self.high_water,
+            ..summary
+        })
+    }
+}
+
+impl ReadContext for PgConnection {
+    async fn version_context(
+        &mut self,
+        mut before: Statements,
+        source: &str,
+        identity: &str,
+        event_key: &str,
+    ) -> anyhow::Result<VersionContext> {
+        before
+            .push(&format!(
+                "SELECT (SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?) AS existing, \
+                 {HORIZON} + 1 AS next_id, \
+                 nextval(pg_get_serial_sequence('deliveries', 'id')) AS next_delivery_id, \
+                 (SELECT string_agg(DISTINCT revision::text, ',') FROM reports WHERE event_key = ?) AS revisions, \
+                 e.id AS event_id, e.latest_revision, e.origin_at, e.sort_ms, e.upstream_ids \
+                 FROM (SELECT 1) AS one LEFT JOIN events e ON e.id = ?"
+            ))
+            .bind(source)
+            .bind(identity)
+            .bind(event_key)
+            .bind(event_key);
+        Ok(VersionContext::from_row(&before.pg_fetch_one(self).await?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_archive::frames;
+    use crate::test_postgres::Cluster;
+    use crate::{UnitKind, UnitRecord};
+    use sqlx::{PgConnection, SqlitePool};
+
+    /// Frames of every kind a batch holds: new versions (events begun, revised, an origin learnt later), the
+    /// same versions again (duplicates), an unparsed unit and an ignored one.
+    fn mixed(session: i64) -> Vec<Incoming> {
+        let mut all = frames(session, 1..=40);
+        let mut late = frames(session, 41..=46);
+        for (i, frame) in late.iter_mut().enumerate() {
+            if let UnitKind::Report { report, .. } = &mut frame.units[0].kind {
+                report.origin_at = Some(format!("2024-01-0{}T00:00:00Z", i % 3 + 1));
+            }
+        }
+        all.extend(late);
+        all.extend(frames(session, 10..=20));
+        let unit = |kind| Incoming {
+            session_id: session,
+            received_at: "2024-01-02T00:00:00Z".into(),
+            frame: b"{\"type\":\"odd\"}".to_vec(),
+            marker: "websocket-push",
+            units: vec![UnitRecord {
+                unit_index: 0,
+                type_tag: Some("odd".into()),
+                kind,
+            }],
+        };
+        all.push(unit(UnitKind::Unparsed {
+            source: Some("cq".into()),
+            decoder: Some("test@0".into()),
+            error_kind: "malformed".into(),
+            message: "not a report".into(),
+        }));
+        all.push(unit(UnitKind::Ignored));
+        all
+    }
+
+    /// Reads the same columns from both archives, typed alike, and compares them.
+    macro_rules! same_rows {
+        ($sqlite:expr, $pg:expr, $row:ty, $sql:expr) => {{
+            let lite: Vec<$row> = sqlx::query_as($sql).fetch_all($sqlite).await.unwrap();
+            let pg: Vec<$row> = sqlx::query_as($sql).fetch_all(&mut $pg).await.unwrap();
+            assert!(!lite.is_empty(), "no rows: {}", $sql);
+            assert_eq!(lite, pg, "{}", $sql);
+        }};
+    }
+
+    type Text = Option<String>;
+
+    #[tokio::test]
+    async fn archives_what_the_sqlite_writer_archives() {
+        let cluster = Cluster::start("same");
+        let url = cluster.database("osds").await;
+        let mut pg_writer = PgWriter::open(&url, "one").await.unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "osds-pg-same-{}-{}",
+            std::process::id(),
+            osds_time::now_ms()
+        ));
+        let (store, mut lite_writer) = crate::open(&format!("sqlite://{}/osds.db", dir.display()))
+            .await
+            .unwrap();
+        let session = lite_writer
+            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+            .await
+            .unwrap();
+        let pg_session = pg_writer
+            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+            .await
+            .unwrap();
+        assert_eq!(session, pg_session);
+        let batch = mixed(session);
+        for (i, chunk) in batch.chunks(7).enumerate() {
+            let lite = lite_writer.ingest(chunk).await.unwrap();
+            let pg = pg_writer.ingest(chunk).await.unwrap();
+            assert_eq!(lite, pg, "batch {i}");
+        }
+
+        let lite: &SqlitePool = &store.pool;
+        let mut pg = PgConnection::connect(&url).await.unwrap();
+        // (Tuples compare up to 12 columns: the wide tables are read in two halves.)
+        same_rows!(
+            lite,
+            pg,
+            (i64, String, String, String, i64, String, String, String),
+            "SELECT id, event_key, source, identity_sha256, delivery_id, received_at, event_id, upstream_event_id \
+             FROM reports ORDER BY id"
+        );
+        same_rows!(
+            lite,
+            pg,
+            (
+                i64,
+                i64,
+                Text,
+                Text,
+                Text,
+                Option<f64>,
+                String,
+                String,
+                String
+            ),
+            "SELECT id, revision, issued_at, origin_at, epicenter, magnitude, report_json, decoder_name, \
+             decoder_sha256 FROM reports ORDER BY id"
+        );
+        same_rows!(
+            lite,
+            pg,
+            (String, String, String, Text, Option<i64>, i64, String, i64),
+            "SELECT id, source, source_event_id, origin_at, origin_ms, sort_ms, month, latest_report_id \
+             FROM events ORDER BY id"
+        );
+        same_rows!(
+            lite,
+            pg,
+            (
+                String,
+                i64,
+                i64,
+                String,
+                Text,
+                Option<f64>,
+                String,
+                i64,
+                i64
+            ),
+            "SELECT id, latest_revision, report_count, missing_revisions, epicenter, magnitude, upstream_ids, \
+             first_report_id, last_report_id FROM events ORDER BY id"
+        );
+        same_rows!(
+            lite,
+            pg,
+            (i64, i64, String, String, i64, Text, Text),
+            "SELECT id, session_id, received_at, raw_sha256, unit_index, type_tag, source FROM deliveries ORDER BY id"
+        );
+        same_rows!(
+            lite,
+            pg,
+            (i64, String, String, Option<i64>, Text, Text, Text, Text),
+            "SELECT id, marker, outcome, report_id, event_key, decoder, error_kind, error_message \
+             FROM deliveries ORDER BY id"
+        );
+        same_rows!(
+            lite,
+            pg,
+            (i64, String, String),
+            "SELECT id, source, json FROM report_texts ORDER BY id"
+        );
+        same_rows!(
+            lite,
+            pg,
+            (String, Vec<u8>, i64, String),
+            "SELECT sha256, bytes, size, first_seen_at FROM raw_payloads ORDER BY sha256"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Two ingesters archive overlapping streams into one database at once while a consumer follows the
+    /// cursor: it sees every id once, in order, never one below a horizon it has passed; every version is
+    /// archived once and every reception is kept, named by its ingester.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_ingesters_share_one_gap_free_cursor() {
+        let cluster = Cluster::start("two");
+        let url = cluster.database("osds").await;
+        // The schema, before the consumer reads (the ingesters then find it in place).
+        drop(PgWriter::open(&url, "setup").await.unwrap());
+        let ingester = |name: &'static str, numbers: std::ops::RangeInclusive<i64>| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let mut writer = PgWriter::open(&url, name).await.unwrap();
+                let session = writer
+                    .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+                    .await
+                    .unwrap();
+                for batch in frames(session, numbers).chunks(5) {
+                    writer.ingest(batch).await.unwrap();
+                }
+            })
+        };
+        let a = ingester("a", 1..=300);
+        let b = ingester("b", 101..=400);
+
+        let mut reader = PgConnection::connect(&url).await.unwrap();
+        let mut cursor = 0_i64;
+        let mut reads = 0;
+        loop {
+            // (An ingester that failed has finished too: its panic is raised below.)
+            let done = a.is_finished() && b.is_finished();
+            let horizon: i64 = sqlx::query_scalar(&format!("SELECT {HORIZON}"))
+                .fetch_one(&mut reader)
+                .await
+                .unwrap();
+            let ids: Vec<i64> =
+                sqlx::query_scalar("SELECT id FROM reports WHERE id > $1 AND id <= $2 ORDER BY id")
+                    .bind(cursor)
+                    .bind(horizon)
+                    .fetch_all(&mut reader)
+                    .await
+                    .unwrap();
+            assert_eq!(
+                ids,
+                (cursor + 1..=horizon).collect::<Vec<_>>(),
+                "after {cursor}"
+            );
+            cursor = horizon;
+            reads += 1;
+            if done {
+                break;
+            }
+        }
+        a.await.unwrap();
+        b.await.unwrap();
+        assert_eq!(cursor, 400, "every version once ({reads} reads)");
+
+        let identities: i64 =
+            sqlx::query_scalar("SELECT COUNT(DISTINCT identity_sha256) FROM reports")
+                .fetch_one(&mut reader)
+                .await
+                .unwrap();
+        assert_eq!(identities, 400);
+        let receptions: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT s.ingester, d.outcome, COUNT(*) FROM deliveries d JOIN sessions s ON s.id = d.session_id \
+             GROUP BY s.ingester, d.outcome ORDER BY 1, 2",
+        )
+        .fetch_all(&mut reader)
+        .await
+        .unwrap();
+        let per_ingester: i64 = receptions.iter().map(|(_, _, n)| n).sum();
+        assert_eq!(per_ingester, 600, "{receptions:?}");
+        let duplicates: i64 = receptions
+            .iter()
+            .filter(|(_, outcome, _)| outcome == "duplicate")
+            .map(|(_, _, n)| n)
+            .sum();
+        assert_eq!(duplicates, 200, "{receptions:?}");
+    }
+}

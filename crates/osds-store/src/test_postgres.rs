@@ -1,0 +1,145 @@
+//! Throwaway PostgreSQL servers for tests: a cluster made with `initdb` in a temporary folder, reached over a
+//! Unix socket in that folder (no port to collide with another test), stopped and deleted when dropped. Debian's
+//! server is installed by `.ci/install-postgres` when missing. Run as root, the server runs as the `postgres`
+//! user (PostgreSQL refuses to run as root).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The port in the socket's name; nothing listens on TCP.
+const SOCKET_PORT: u16 = 5432;
+
+/// A running throwaway cluster.
+pub struct Cluster {
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl Cluster {
+    /// Makes and starts a cluster in a new temporary folder (`what` names it).
+    pub fn start(what: &str) -> Cluster {
+        let bin = server_bin();
+        let dir = std::env::temp_dir().join(format!(
+            "osds-pg-{what}-{}-{}",
+            std::process::id(),
+            osds_time::now_ms()
+        ));
+        std::fs::create_dir_all(&dir).expect("create the cluster's folder");
+        if as_root() {
+            run(Command::new("chown").arg("postgres:postgres").arg(&dir));
+        }
+        let cluster = Cluster { dir, bin };
+        let data = cluster.data();
+        cluster.server_command("initdb", |c| {
+            c.arg("-D")
+                .arg(&data)
+                .args(["-U", "osds", "--auth=trust", "--no-sync"])
+                .args(["--encoding=UTF8", "--locale=C"]);
+        });
+        cluster.server_command("pg_ctl", |c| {
+            c.arg("-D").arg(&data).args(["-w", "-s", "-l"]);
+            c.arg(cluster.dir.join("server.log")).arg("-o").arg(format!(
+                "-c listen_addresses='' -k {} -p {SOCKET_PORT}",
+                cluster.dir.display()
+            ));
+            c.arg("start");
+        });
+        cluster
+    }
+
+    /// The URL of a new, empty database `name` on the cluster.
+    pub async fn database(&self, name: &str) -> String {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&self.url("postgres"))
+            .await
+            .expect("connect to the throwaway cluster");
+        sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+            .execute(&mut conn)
+            .await
+            .expect("create a database");
+        self.url(name)
+    }
+
+    fn url(&self, database: &str) -> String {
+        format!(
+            "postgres://osds@localhost/{database}?host={}&port={SOCKET_PORT}",
+            self.dir.display()
+        )
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Runs the server's program `name` (as the `postgres` user when run as root), which must succeed.
+    fn server_command(&self, name: &str, args: impl FnOnce(&mut Command)) {
+        let program = self.bin.join(name);
+        let mut command = if as_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&program);
+            c
+        } else {
+            Command::new(&program)
+        };
+        args(&mut command);
+        run(command.current_dir(&self.dir));
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let data = self.data();
+        self.server_command("pg_ctl", |c| {
+            c.arg("-D")
+                .arg(&data)
+                .args(["-w", "-s", "-m", "immediate", "stop"]);
+        });
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether the tests run as root (asked of `id`: the crate has no libc binding of its own).
+fn as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.trim_ascii() == b"0")
+        .unwrap_or(false)
+}
+
+/// The folder of the newest installed server's programs, installing the server first when there is none.
+fn server_bin() -> PathBuf {
+    if let Some(bin) = newest_server() {
+        return bin;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/install-postgres");
+    run(Command::new("bash").arg(script));
+    newest_server().expect("no PostgreSQL server after .ci/install-postgres")
+}
+
+fn newest_server() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+fn run(command: &mut Command) {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
