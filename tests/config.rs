@@ -127,6 +127,33 @@ fn a_database_that_does_not_exist_is_refused_by_every_command_but_serve() {
     }
 }
 
+/// A database URL that is not SQLite's is refused with a reason, never taken as a file name (it was:
+/// `postgres://host/db` made a SQLite archive under `./postgres:/host/db`).
+#[test]
+fn a_database_url_that_is_not_sqlite_is_refused_and_nothing_is_created() {
+    let dir = tempdir("not-sqlite");
+    // A listening address already taken: were the URL taken, `serve` would still stop instead of serving.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = taken.local_addr().unwrap().to_string();
+    for (url, reason) in [
+        ("postgres://localhost/osds", "is a PostgreSQL database"),
+        ("postgresql://localhost/osds", "is a PostgreSQL database"),
+        ("archive.db", "is not a SQLite URL"),
+    ] {
+        let output = osds()
+            .current_dir(&dir)
+            .args(["serve", "--no-ingest", "--listen", &listen])
+            .args(["--database-url", url])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "osds serve took {url}");
+        let message = stderr(&output);
+        assert!(message.contains(reason), "{url}: {message}");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(left.is_empty(), "{url} left {left:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_example_deployment_configuration_is_one_osds_serve_takes() {
     // deploy/osds.toml as the systemd unit uses it, with the paths, the metrics port and the detector's network

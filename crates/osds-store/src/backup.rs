@@ -13,7 +13,6 @@ use osds_time::rfc3339;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -63,8 +62,7 @@ pub async fn backup(
 ) -> anyhow::Result<BackupOutcome> {
     anyhow::ensure!(keep >= 1, "at least one backup must be kept");
     // No journal mode is set: the database's own (WAL) stays, and this connection only reads it.
-    let options = SqliteConnectOptions::from_str(database_url)
-        .with_context(|| format!("database url `{database_url}`"))?
+    let options = crate::store::sqlite_options("database url", database_url)?
         .create_if_missing(false)
         .busy_timeout(Duration::from_secs(30))
         .disable_statement_logging();

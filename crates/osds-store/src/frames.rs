@@ -4,9 +4,8 @@
 //! are not fsynced one by one.
 
 use anyhow::Context;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
-use std::str::FromStr;
 use std::time::Duration;
 
 /// Where recorded images go when none is configured.
@@ -52,8 +51,7 @@ pub struct FrameArchive {
 impl FrameArchive {
     /// Opens (creating when missing) the image archive at `url`.
     pub async fn open(url: &str) -> anyhow::Result<FrameArchive> {
-        let options = SqliteConnectOptions::from_str(url)
-            .with_context(|| format!("frame archive url `{url}`"))?
+        let options = crate::store::sqlite_options("frame archive url", url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)

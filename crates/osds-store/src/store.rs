@@ -5,7 +5,6 @@ use crate::writer::Writer;
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqlitePool};
-use std::str::FromStr;
 use std::time::Duration;
 
 /// The archive when none is configured: a file under `./data/`, created with its folder on first use.
@@ -42,11 +41,27 @@ impl Store {
     }
 }
 
+/// The options of a SQLite URL (`what` names it in errors). Anything else is refused rather than taken as a
+/// file name (`postgres://host/db` would otherwise quietly make a SQLite file under `postgres:/`).
+pub(crate) fn sqlite_options(what: &str, url: &str) -> anyhow::Result<SqliteConnectOptions> {
+    anyhow::ensure!(
+        !crate::postgres::is_postgres_url(url),
+        "{what} `{url}` is a PostgreSQL database: this release keeps its archive in SQLite only \
+         (PostgreSQL support is being built)"
+    );
+    anyhow::ensure!(
+        url.starts_with("sqlite:"),
+        "{what} `{url}` is not a SQLite URL (one begins with `sqlite:`, e.g. `{DEFAULT_DATABASE_URL}`)"
+    );
+    <SqliteConnectOptions as std::str::FromStr>::from_str(url)
+        .with_context(|| format!("{what} `{url}`"))
+}
+
 /// The database file a SQLite URL names.
 pub fn database_path(url: &str) -> anyhow::Result<std::path::PathBuf> {
-    let options =
-        SqliteConnectOptions::from_str(url).with_context(|| format!("database url `{url}`"))?;
-    Ok(options.get_filename().to_path_buf())
+    Ok(sqlite_options("database url", url)?
+        .get_filename()
+        .to_path_buf())
 }
 
 /// Opens the database at `url`, which must exist (every command but `osds serve` works on an archive that
@@ -64,8 +79,7 @@ pub async fn open_existing(url: &str) -> anyhow::Result<(Store, Writer)> {
 /// Opens (creating when missing) the database at `url`, runs the migrations, and returns the read side and the
 /// single writer.
 pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
-    let options = SqliteConnectOptions::from_str(url)
-        .with_context(|| format!("database url `{url}`"))?
+    let options = sqlite_options("database url", url)?
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Full)
