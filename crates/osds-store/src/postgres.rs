@@ -5,12 +5,9 @@
 //! about what to write with the SQLite writer (`writer.rs`: deliveries, versions, texts, events) and differs in
 //! how ids are handed out. The service does not open PostgreSQL archives yet (`osds serve` refuses the URL).
 //!
-//! Ids across ingesters: every archiving transaction first locks the `archive` row, and holds the lock until it
-//! commits. The next report id is read after the lock is taken (`MAX(id) + 1`; under READ COMMITTED each
-//! statement sees every commit before it), so a transaction that hands out ids a..b commits before any
-//! transaction can hand out an id above b, and one that waited for the lock sees the versions the one before it
-//! archived, so a version two ingesters received is archived once. A reader's horizon (the highest committed
-//! id) therefore never passes an id that commits later: the cursor has no gap and never skips.
+//! Ids across ingesters: every archiving transaction takes `ARCHIVING_LOCK` first and holds it until it ends,
+//! and reads the next id after taking it, so ids commit in id order with no gap and a version two ingesters
+//! received is archived once (docs/design.md, "Several ingesters", says why).
 
 use crate::Incoming;
 use crate::served::SERVED_FORMAT;
