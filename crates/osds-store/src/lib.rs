@@ -12,6 +12,7 @@ pub mod ids;
 mod lock;
 pub mod postgres;
 mod read;
+mod records;
 mod rows;
 pub mod served;
 mod statements;

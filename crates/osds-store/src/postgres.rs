@@ -10,6 +10,7 @@
 //! received is archived once (docs/design.md, "Several ingesters", says why).
 
 use crate::Incoming;
+use crate::records;
 use crate::served::SERVED_FORMAT;
 use crate::statements::Statements;
 use crate::writer::{IngestSummary, ReadContext, VersionContext, archive_batch};
@@ -33,11 +34,16 @@ pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
+/// Session ids of one ingester lie in `number << SESSION_ID_BITS ..`: see the `ingesters` table.
+const SESSION_ID_BITS: u32 = 40;
+
 /// One ingester's writer on a PostgreSQL archive.
 pub struct PgWriter {
     conn: PgConnection,
     /// Names this ingester's sessions.
     ingester: String,
+    /// The session id the next upstream connection gets (see [`PgWriter::next_session_id`]).
+    next_session_id: i64,
     high_water: i64,
 }
 
@@ -76,11 +82,99 @@ impl PgWriter {
         let high_water = sqlx::query_scalar(&format!("SELECT {HORIZON}"))
             .fetch_one(&mut conn)
             .await?;
+        let next_session_id = register(&mut conn, ingester).await?;
         Ok(PgWriter {
             conn,
             ingester: ingester.to_owned(),
+            next_session_id,
             high_water,
         })
+    }
+
+    /// A session id for a new upstream connection, handed out at once (the row is written with
+    /// [`PgWriter::open_session_with_id`], in order before anything that names it).
+    pub fn next_session_id(&mut self) -> i64 {
+        let id = self.next_session_id;
+        self.next_session_id += 1;
+        id
+    }
+
+    /// Records the session `id` (from [`PgWriter::next_session_id`]) started at `started_at`.
+    pub async fn open_session_with_id(
+        &mut self,
+        id: i64,
+        path: &str,
+        role: &str,
+        url: &str,
+        started_at: &str,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO sessions (id, ingester, path, role, url, started_at) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(id)
+        .bind(&self.ingester)
+        .bind(path)
+        .bind(role)
+        .bind(url)
+        .bind(started_at)
+        .execute(&mut self.conn)
+        .await?;
+        Ok(())
+    }
+
+    /// This ingester's sessions left open by a previous run of it that stopped without closing them (another
+    /// ingester's open sessions are its own, and may be live).
+    pub async fn close_stale_sessions(&mut self) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE sessions SET ended_at = $1, end_reason = 'interrupted' \
+             WHERE ended_at IS NULL AND ingester = $2",
+        )
+        .bind(now_rfc3339())
+        .bind(&self.ingester)
+        .execute(&mut self.conn)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn session_connected(&mut self, id: i64) -> anyhow::Result<()> {
+        records::session_connected(id)
+            .pg_execute(&mut self.conn)
+            .await
+    }
+
+    pub async fn session_ended(&mut self, id: i64, reason: &str) -> anyhow::Result<()> {
+        records::session_ended(id, reason)
+            .pg_execute(&mut self.conn)
+            .await
+    }
+
+    pub async fn outage_begin(&mut self, source: &str, reason: &str) -> anyhow::Result<()> {
+        records::outage_begin(source, reason)
+            .pg_execute(&mut self.conn)
+            .await
+    }
+
+    pub async fn outage_end(&mut self, source: &str) -> anyhow::Result<()> {
+        records::outage_end(source).pg_execute(&mut self.conn).await
+    }
+
+    pub async fn refused_frame(
+        &mut self,
+        session_id: i64,
+        received_at: &str,
+        size: u64,
+        limit: u64,
+    ) -> anyhow::Result<()> {
+        records::refused_frame(session_id, received_at, size, limit)
+            .pg_execute(&mut self.conn)
+            .await
+    }
+
+    pub async fn add_counter(&mut self, name: &str, by: i64) -> anyhow::Result<()> {
+        records::add_counter(name, by)
+            .pg_execute(&mut self.conn)
+            .await
     }
 
     /// The highest report id this writer knows committed (its own commits and what it saw at open).
@@ -90,17 +184,10 @@ impl PgWriter {
 
     /// Records a new upstream connection of this ingester; returns its id.
     pub async fn open_session(&mut self, path: &str, role: &str, url: &str) -> anyhow::Result<i64> {
-        Ok(sqlx::query_scalar(
-            "INSERT INTO sessions (ingester, path, role, url, started_at) VALUES ($1, $2, $3, $4, $5) \
-             RETURNING id",
-        )
-        .bind(&self.ingester)
-        .bind(path)
-        .bind(role)
-        .bind(url)
-        .bind(now_rfc3339())
-        .fetch_one(&mut self.conn)
-        .await?)
+        let id = self.next_session_id();
+        self.open_session_with_id(id, path, role, url, &now_rfc3339())
+            .await?;
+        Ok(id)
     }
 
     /// Archives a batch of frames in one durable transaction, under the archiving lock.
@@ -120,6 +207,36 @@ impl PgWriter {
             ..summary
         })
     }
+}
+
+/// Registers ingester `name` (once per database), takes its advisory lock for as long as `conn` is open, and
+/// returns the first session id it has not handed out.
+async fn register(conn: &mut PgConnection, name: &str) -> anyhow::Result<i64> {
+    anyhow::ensure!(!name.is_empty(), "an ingester needs a name");
+    let number: i64 = sqlx::query_scalar(
+        "INSERT INTO ingesters (name, first_seen_at) VALUES ($1, $2) \
+         ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING number",
+    )
+    .bind(name)
+    .bind(now_rfc3339())
+    .fetch_one(&mut *conn)
+    .await?;
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(number)
+        .fetch_one(&mut *conn)
+        .await?;
+    anyhow::ensure!(
+        locked,
+        "ingester `{name}` is already running against this database (each ingester needs a name of its own)"
+    );
+    let base = number << SESSION_ID_BITS;
+    Ok(sqlx::query_scalar(
+        "SELECT COALESCE(MAX(id), $1) + 1 FROM sessions WHERE id > $1 AND id < $2",
+    )
+    .bind(base)
+    .bind(base + (1 << SESSION_ID_BITS))
+    .fetch_one(&mut *conn)
+    .await?)
 }
 
 impl ReadContext for PgConnection {
@@ -221,11 +338,19 @@ mod tests {
             .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
             .await
             .unwrap();
-        assert_eq!(session, pg_session);
+        assert_eq!(
+            pg_session,
+            (1 << SESSION_ID_BITS) + 1,
+            "the first ingester's first"
+        );
         let batch = mixed(session);
-        for (i, chunk) in batch.chunks(7).enumerate() {
+        let mut pg_batch = batch.clone();
+        for incoming in &mut pg_batch {
+            incoming.session_id = pg_session;
+        }
+        for (i, (chunk, pg_chunk)) in batch.chunks(7).zip(pg_batch.chunks(7)).enumerate() {
             let lite = lite_writer.ingest(chunk).await.unwrap();
-            let pg = pg_writer.ingest(chunk).await.unwrap();
+            let pg = pg_writer.ingest(pg_chunk).await.unwrap();
             assert_eq!(lite, pg, "batch {i}");
         }
 
@@ -283,8 +408,8 @@ mod tests {
         same_rows!(
             lite,
             pg,
-            (i64, i64, String, String, i64, Text, Text),
-            "SELECT id, session_id, received_at, raw_sha256, unit_index, type_tag, source FROM deliveries ORDER BY id"
+            (i64, String, String, i64, Text, Text),
+            "SELECT id, received_at, raw_sha256, unit_index, type_tag, source FROM deliveries ORDER BY id"
         );
         same_rows!(
             lite,
@@ -306,6 +431,106 @@ mod tests {
             "SELECT sha256, bytes, size, first_seen_at FROM raw_payloads ORDER BY sha256"
         );
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Each ingester hands out session ids of its own range without asking the database, continues it after
+    /// a restart, and runs once per name; closing stale sessions leaves another ingester's alone.
+    #[tokio::test]
+    async fn ingesters_name_their_sessions() {
+        let cluster = Cluster::start("names");
+        let url = cluster.database("osds").await;
+        let mut a = PgWriter::open(&url, "a").await.unwrap();
+        let mut b = PgWriter::open(&url, "b").await.unwrap();
+        let a1 = a
+            .open_session("/cq_eew", "primary", "ws://a")
+            .await
+            .unwrap();
+        let b1 = b
+            .open_session("/cq_eew", "primary", "ws://b")
+            .await
+            .unwrap();
+        let a2 = a
+            .open_session("/all_eew", "redundant", "ws://a")
+            .await
+            .unwrap();
+        assert_eq!([a1, a2, b1], [(1 << 40) + 1, (1 << 40) + 2, (2 << 40) + 1]);
+
+        let twice = PgWriter::open(&url, "a").await.err().expect("a second `a`");
+        assert!(twice.to_string().contains("already running"), "{twice}");
+        drop(a);
+        let mut a = PgWriter::open(&url, "a").await.unwrap();
+        a.close_stale_sessions().await.unwrap();
+        assert_eq!(a.next_session_id(), (1 << 40) + 3);
+
+        let mut conn = PgConnection::connect(&url).await.unwrap();
+        let open: Vec<(i64, String)> =
+            sqlx::query_as("SELECT id, ingester FROM sessions WHERE ended_at IS NULL ORDER BY id")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        assert_eq!(open, [(b1, "b".to_string())]);
+    }
+
+    /// The ingest path's bookkeeping (`records.rs`) runs on PostgreSQL as on SQLite.
+    #[tokio::test]
+    async fn bookkeeping_writes_run_on_postgres() {
+        let cluster = Cluster::start("records");
+        let url = cluster.database("osds").await;
+        let mut writer = PgWriter::open(&url, "one").await.unwrap();
+        let session = writer
+            .open_session("/cq_eew", "primary", "ws://x")
+            .await
+            .unwrap();
+        writer.session_connected(session).await.unwrap();
+        writer
+            .session_ended(session, "closed by upstream")
+            .await
+            .unwrap();
+        writer.outage_begin("cq", "no socket").await.unwrap();
+        writer.outage_begin("cq", "still none").await.unwrap();
+        writer.outage_end("cq").await.unwrap();
+        writer.outage_begin("cq", "again").await.unwrap();
+        writer.add_counter("heartbeats", 2).await.unwrap();
+        writer.add_counter("heartbeats", 3).await.unwrap();
+        writer
+            .refused_frame(session, "2024-01-01T00:00:00Z", 9 << 20, 8 << 20)
+            .await
+            .unwrap();
+
+        let mut conn = PgConnection::connect(&url).await.unwrap();
+        let (connected, reason): (bool, Option<String>) = sqlx::query_as(
+            "SELECT connected_at IS NOT NULL, end_reason FROM sessions WHERE id = $1",
+        )
+        .bind(session)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        assert!(connected);
+        assert_eq!(reason.as_deref(), Some("closed by upstream"));
+        let outages: Vec<(String, bool)> =
+            sqlx::query_as("SELECT reason, ended_at IS NULL FROM outages ORDER BY id")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        assert_eq!(
+            outages,
+            [
+                ("no socket".to_string(), false),
+                ("again".to_string(), true)
+            ]
+        );
+        let heartbeats: i64 =
+            sqlx::query_scalar("SELECT value FROM counters WHERE name = 'heartbeats'")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+        assert_eq!(heartbeats, 5);
+        let refused: (i64, i64) =
+            sqlx::query_as("SELECT size_bytes, limit_bytes FROM refused_frames")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+        assert_eq!(refused, (9 << 20, 8 << 20));
     }
 
     /// Two ingesters archive overlapping streams into one database at once while a consumer follows the

@@ -3,6 +3,7 @@
 
 use crate::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT_PAGES};
 use crate::ids::{HORIZON, IdReservation};
+use crate::records;
 use crate::rows::{ReportRow, ServedReport};
 use crate::statements::Statements;
 use anyhow::Context;
@@ -365,24 +366,13 @@ impl Writer {
     }
 
     pub async fn session_connected(&mut self, id: i64) -> anyhow::Result<()> {
-        sqlx::query("UPDATE sessions SET connected_at = ? WHERE id = ?")
-            .bind(now_rfc3339())
-            .bind(id)
-            .execute(&mut self.conn)
-            .await?;
-        Ok(())
+        records::session_connected(id).execute(&mut self.conn).await
     }
 
     pub async fn session_ended(&mut self, id: i64, reason: &str) -> anyhow::Result<()> {
-        sqlx::query(
-            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
-        )
-        .bind(now_rfc3339())
-        .bind(reason)
-        .bind(id)
-        .execute(&mut self.conn)
-        .await?;
-        Ok(())
+        records::session_ended(id, reason)
+            .execute(&mut self.conn)
+            .await
     }
 
     /// Sessions left open by a previous run that stopped without closing them.
@@ -398,26 +388,13 @@ impl Writer {
 
     /// Starts an outage of `source` unless one is already open (an outage survives a restart of the service).
     pub async fn outage_begin(&mut self, source: &str, reason: &str) -> anyhow::Result<()> {
-        sqlx::query(
-            "INSERT INTO outages (source, started_at, reason) SELECT ?, ?, ? \
-             WHERE NOT EXISTS (SELECT 1 FROM outages WHERE source = ? AND ended_at IS NULL)",
-        )
-        .bind(source)
-        .bind(now_rfc3339())
-        .bind(reason)
-        .bind(source)
-        .execute(&mut self.conn)
-        .await?;
-        Ok(())
+        records::outage_begin(source, reason)
+            .execute(&mut self.conn)
+            .await
     }
 
     pub async fn outage_end(&mut self, source: &str) -> anyhow::Result<()> {
-        sqlx::query("UPDATE outages SET ended_at = ? WHERE source = ? AND ended_at IS NULL")
-            .bind(now_rfc3339())
-            .bind(source)
-            .execute(&mut self.conn)
-            .await?;
-        Ok(())
+        records::outage_end(source).execute(&mut self.conn).await
     }
 
     /// Records a frame refused for its size on `session_id`.
@@ -428,25 +405,13 @@ impl Writer {
         size: u64,
         limit: u64,
     ) -> anyhow::Result<()> {
-        sqlx::query(
-            "INSERT INTO refused_frames (session_id, received_at, size_bytes, limit_bytes) VALUES (?, ?, ?, ?)",
-        )
-        .bind(session_id)
-        .bind(received_at)
-        .bind(i64::try_from(size).unwrap_or(i64::MAX))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .execute(&mut self.conn)
-        .await?;
-        Ok(())
+        records::refused_frame(session_id, received_at, size, limit)
+            .execute(&mut self.conn)
+            .await
     }
 
     pub async fn add_counter(&mut self, name: &str, by: i64) -> anyhow::Result<()> {
-        sqlx::query("INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value")
-            .bind(name)
-            .bind(by)
-            .execute(&mut self.conn)
-            .await?;
-        Ok(())
+        records::add_counter(name, by).execute(&mut self.conn).await
     }
 }
 
