@@ -73,7 +73,7 @@ impl Store {
              LEFT JOIN component_files f ON f.sha256 = c.sha256 \
              WHERE c.id IN (SELECT MAX(id) FROM component_changes GROUP BY channel) ORDER BY c.channel",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(self.db.sqlite()?)
         .await?;
         Ok(rows
             .iter()
@@ -92,7 +92,7 @@ impl Store {
         Ok(
             sqlx::query_scalar("SELECT wasm FROM component_files WHERE sha256 = ?")
                 .bind(sha256)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.db.sqlite()?)
                 .await?,
         )
     }

@@ -289,7 +289,7 @@ impl Store {
                 .bind(filter.from_ms)
                 .bind(filter.to_ms)
                 .bind(&pattern)
-                .fetch_one(&self.pool)
+                .fetch_one(self.db.sqlite()?)
                 .await?;
         let rows = sqlx::query(&format!(
             "SELECT * FROM hyp_events WHERE {clause} ORDER BY first_at DESC, id LIMIT ?4 OFFSET ?5"
@@ -299,7 +299,7 @@ impl Store {
         .bind(&pattern)
         .bind(filter.limit)
         .bind((filter.page - 1).saturating_mul(filter.limit))
-        .fetch_all(&self.pool)
+        .fetch_all(self.db.sqlite()?)
         .await?;
         Ok((rows.iter().map(event_row).collect(), total))
     }
@@ -310,7 +310,7 @@ impl Store {
             "SELECT * FROM hyp_events WHERE id = ? AND {PUBLIC}"
         ))
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.db.sqlite()?)
         .await?;
         Ok(row.as_ref().map(event_row))
     }
@@ -321,7 +321,7 @@ impl Store {
             "SELECT number, payload, sha256 FROM hyp_reports WHERE event_id = ? ORDER BY number",
         )
         .bind(id)
-        .fetch_all(&self.pool)
+        .fetch_all(self.db.sqlite()?)
         .await?;
         Ok(rows
             .iter()
@@ -340,7 +340,7 @@ impl Store {
         )
         .bind(id)
         .bind(number)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.db.sqlite()?)
         .await?;
         Ok(row.map(|r| HypReportRow {
             number: r.get("number"),
@@ -353,13 +353,13 @@ impl Store {
     pub async fn hyp_stations(&self, id: &str) -> anyhow::Result<Vec<HypStationRow>> {
         let stations = sqlx::query("SELECT * FROM hyp_stations WHERE event_id = ? ORDER BY code")
             .bind(id)
-            .fetch_all(&self.pool)
+            .fetch_all(self.db.sqlite()?)
             .await?;
         let metrics = sqlx::query(
             "SELECT * FROM hyp_station_metrics WHERE event_id = ? ORDER BY station, metric",
         )
         .bind(id)
-        .fetch_all(&self.pool)
+        .fetch_all(self.db.sqlite()?)
         .await?;
         Ok(stations
             .iter()
@@ -396,7 +396,7 @@ impl Store {
     pub async fn hyp_state(&self, name: &str) -> anyhow::Result<Option<HypStateRow>> {
         let row = sqlx::query("SELECT state, updated_at FROM hyp_state WHERE name = ?")
             .bind(name)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.db.sqlite()?)
             .await?;
         Ok(row.and_then(|row| {
             let state = serde_json::from_str(row.get::<&str, _>("state")).ok()?;
@@ -411,7 +411,7 @@ impl Store {
     pub async fn hyp_latest_algorithm(&self) -> anyhow::Result<Option<String>> {
         let payload: Option<Vec<u8>> =
             sqlx::query_scalar("SELECT payload FROM hyp_reports ORDER BY recorded_at DESC LIMIT 1")
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.db.sqlite()?)
                 .await?;
         Ok(payload
             .and_then(|p| serde_json::from_slice::<serde_json::Value>(&p).ok())
@@ -427,7 +427,7 @@ impl Store {
             "SELECT event_id, number, solution, payload FROM hyp_reports ORDER BY recorded_at DESC LIMIT ?",
         )
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(self.db.sqlite()?)
         .await?;
         Ok(rows
             .iter()
@@ -449,7 +449,7 @@ impl Store {
             "SELECT r.solution FROM hyp_events e JOIN hyp_reports r ON r.event_id = e.id AND r.number = e.latest_number \
              WHERE e.status IN ('preliminary', 'tracking') ORDER BY e.first_at",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(self.db.sqlite()?)
         .await?)
     }
 
@@ -460,7 +460,7 @@ impl Store {
              WHERE e.id = ?",
         )
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.db.sqlite()?)
         .await?)
     }
 
@@ -471,7 +471,7 @@ impl Store {
              (SELECT COUNT(*) FROM hyp_events WHERE {PUBLIC}) AS public, \
              (SELECT COUNT(*) FROM hyp_reports) AS reports"
         ))
-        .fetch_one(&self.pool)
+        .fetch_one(self.db.sqlite()?)
         .await?;
         Ok((row.get("events"), row.get("public"), row.get("reports")))
     }

@@ -6,6 +6,7 @@ mod beside;
 mod checkpoint;
 mod components;
 mod counts;
+mod db;
 mod frames;
 mod hyp;
 pub mod ids;

@@ -9,21 +9,22 @@
 //! and reads the next id after taking it, so ids commit in id order with no gap and a version two ingesters
 //! received is archived once (docs/design.md, "Several ingesters", says why).
 
-use crate::Incoming;
+use crate::db::ReadPool;
 use crate::records;
 use crate::served::SERVED_FORMAT;
 use crate::statements::Statements;
 use crate::writer::{IngestSummary, ReadContext, VersionContext, archive_batch};
+use crate::{Incoming, Store};
 use anyhow::Context;
 use osds_time::now_rfc3339;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection};
 use std::str::FromStr;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres");
 
 /// The commit horizon: the highest report id, or the archive's id floor when that is higher.
-const HORIZON: &str =
+pub(crate) const HORIZON: &str =
     "GREATEST((SELECT COALESCE(MAX(id), 0) FROM reports), (SELECT id_floor FROM archive))";
 
 /// Taken first by every archiving transaction, held until it ends (see the module's comment).
@@ -32,6 +33,27 @@ const ARCHIVING_LOCK: &str = "SELECT singleton FROM archive WHERE singleton = 1 
 /// Whether `url` names a PostgreSQL database.
 pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// Connections of a store's read pool.
+const READ_CONNECTIONS: u32 = 8;
+
+/// The read side of the PostgreSQL archive at `url`, whose schema a writer has put in place. (Not every read is
+/// written for PostgreSQL yet: the others answer an error.)
+pub async fn open_store(url: &str) -> anyhow::Result<Store> {
+    let options = PgConnectOptions::from_str(url)
+        .with_context(|| format!("database url `{url}`"))?
+        .disable_statement_logging();
+    let pool = PgPoolOptions::new()
+        .max_connections(READ_CONNECTIONS)
+        .connect_with(options)
+        .await
+        .with_context(|| format!("open database read pool {url}"))?;
+    let archive_id: String = sqlx::query_scalar("SELECT archive_id FROM archive")
+        .fetch_one(&pool)
+        .await
+        .context("read the archive's identity")?;
+    Ok(Store::new(ReadPool::Postgres(pool), archive_id))
 }
 
 /// Session ids of one ingester lie in `number << SESSION_ID_BITS ..`: see the `ingesters` table.
@@ -269,7 +291,7 @@ mod tests {
     use super::*;
     use crate::test_archive::frames;
     use crate::test_postgres::Cluster;
-    use crate::{UnitKind, UnitRecord};
+    use crate::{Store, UnitKind, UnitRecord};
     use sqlx::{PgConnection, SqlitePool};
 
     /// Frames of every kind a batch holds: new versions (events begun, revised, an origin learnt later), the
@@ -317,45 +339,86 @@ mod tests {
 
     type Text = Option<String>;
 
-    #[tokio::test]
-    async fn archives_what_the_sqlite_writer_archives() {
-        let cluster = Cluster::start("same");
+    /// The same frames and bookkeeping written into a SQLite archive and a PostgreSQL one, under the same
+    /// session id.
+    struct Twins {
+        _cluster: Cluster,
+        url: String,
+        dir: std::path::PathBuf,
+        lite: Store,
+        pg: Store,
+        /// Deliveries archived in each.
+        deliveries: i64,
+    }
+
+    impl Drop for Twins {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    async fn twins(what: &str) -> Twins {
+        let cluster = Cluster::start(what);
         let url = cluster.database("osds").await;
         let mut pg_writer = PgWriter::open(&url, "one").await.unwrap();
         let dir = std::env::temp_dir().join(format!(
-            "osds-pg-same-{}-{}",
+            "osds-pg-{what}-{}-{}",
             std::process::id(),
             osds_time::now_ms()
         ));
-        let (store, mut lite_writer) = crate::open(&format!("sqlite://{}/osds.db", dir.display()))
+        let (lite, mut lite_writer) = crate::open(&format!("sqlite://{}/osds.db", dir.display()))
             .await
             .unwrap();
-        let session = lite_writer
-            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
-            .await
-            .unwrap();
-        let pg_session = pg_writer
-            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
-            .await
-            .unwrap();
+        let session = pg_writer.next_session_id();
         assert_eq!(
-            pg_session,
+            session,
             (1 << SESSION_ID_BITS) + 1,
             "the first ingester's first"
         );
+        let (path, url_upstream, at) = (
+            "/cq_eew",
+            "ws://test.invalid/cq_eew",
+            "2024-01-01T00:00:00Z",
+        );
+        pg_writer
+            .open_session_with_id(session, path, "primary", url_upstream, at)
+            .await
+            .unwrap();
+        lite_writer
+            .open_session_with_id(session, path, "primary", url_upstream, at)
+            .await
+            .unwrap();
         let batch = mixed(session);
-        let mut pg_batch = batch.clone();
-        for incoming in &mut pg_batch {
-            incoming.session_id = pg_session;
+        for (i, chunk) in batch.chunks(7).enumerate() {
+            let from_lite = lite_writer.ingest(chunk).await.unwrap();
+            let from_pg = pg_writer.ingest(chunk).await.unwrap();
+            assert_eq!(from_lite, from_pg, "batch {i}");
         }
-        for (i, (chunk, pg_chunk)) in batch.chunks(7).zip(pg_batch.chunks(7)).enumerate() {
-            let lite = lite_writer.ingest(chunk).await.unwrap();
-            let pg = pg_writer.ingest(pg_chunk).await.unwrap();
-            assert_eq!(lite, pg, "batch {i}");
+        for (source, reason) in [("cq", "no socket"), ("fj", "no socket either")] {
+            lite_writer.outage_begin(source, reason).await.unwrap();
+            pg_writer.outage_begin(source, reason).await.unwrap();
         }
+        lite_writer.outage_end("fj").await.unwrap();
+        pg_writer.outage_end("fj").await.unwrap();
+        lite_writer.add_counter("heartbeats", 3).await.unwrap();
+        pg_writer.add_counter("heartbeats", 3).await.unwrap();
+        let pg = open_store(&url).await.unwrap();
+        Twins {
+            _cluster: cluster,
+            url,
+            dir,
+            lite,
+            pg,
+            deliveries: batch.iter().map(|f| f.units.len() as i64).sum(),
+        }
+    }
 
-        let lite: &SqlitePool = &store.pool;
-        let mut pg = PgConnection::connect(&url).await.unwrap();
+    #[tokio::test]
+    async fn archives_what_the_sqlite_writer_archives() {
+        let twins = twins("same").await;
+        let url = &twins.url;
+        let lite: &SqlitePool = twins.lite.db.sqlite().unwrap();
+        let mut pg = PgConnection::connect(url).await.unwrap();
         // (Tuples compare up to 12 columns: the wide tables are read in two halves.)
         same_rows!(
             lite,
@@ -430,7 +493,92 @@ mod tests {
             (String, Vec<u8>, i64, String),
             "SELECT sha256, bytes, size, first_seen_at FROM raw_payloads ORDER BY sha256"
         );
-        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Every read written for both databases answers alike on the twins.
+    #[tokio::test]
+    async fn reads_answer_alike() {
+        let twins = twins("reads").await;
+        let (lite, pg) = (&twins.lite, &twins.pg);
+        let horizon = lite.high_water().await.unwrap();
+        assert_eq!(horizon, 46);
+        assert_eq!(pg.high_water().await.unwrap(), horizon);
+        let alike = |what: &str, a: String, b: String| assert_eq!(a, b, "{what}");
+        macro_rules! both {
+            ($what:expr, $read:ident ( $($arg:expr),* )) => {{
+                let a = lite.$read($($arg),*).await.unwrap();
+                let b = pg.$read($($arg),*).await.unwrap();
+                alike($what, format!("{a:?}"), format!("{b:?}"));
+                a
+            }};
+        }
+        let all = both!("all texts", served_between(0, horizon, 1000));
+        assert_eq!(all.len(), 46);
+        both!("a slice", served_between(5, 20, 7));
+        both!("a channel", source_served_between("cq", 0, horizon, 1000));
+        both!(
+            "another channel",
+            source_served_between("fj", 0, horizon, 1000)
+        );
+        both!("no event", event("0"));
+        assert!(!both!("no event exists", event_exists("0")));
+        let events: Vec<String> = sqlx::query_scalar("SELECT id FROM events ORDER BY id")
+            .fetch_all(lite.db.sqlite().unwrap())
+            .await
+            .unwrap();
+        assert!(events.len() > 10);
+        for id in &events {
+            assert!(both!("an event exists", event_exists(id)));
+            both!("an event", event(id));
+            let a = lite.deliveries(id, 0, 100).await.unwrap();
+            let b = pg.deliveries(id, 0, 100).await.unwrap();
+            alike(
+                "deliveries",
+                format!("{:?}", a.items),
+                format!("{:?}", b.items),
+            );
+            assert_eq!(a.next_cursor, b.next_cursor);
+        }
+        for delivery in 0..=twins.deliveries + 1 {
+            both!("raw bytes", raw(delivery));
+        }
+        both!("latest event", latest_event("cq"));
+        both!("months", months(None));
+        both!("months of a channel", months(Some("cq")));
+        both!("months of another", months(Some("fj")));
+        both!("counts", archive_counts());
+        both!("counts again (kept)", archive_counts());
+        both!("a counter", counter("heartbeats"));
+        both!("no counter", counter("pongs"));
+        both!("last receptions", last_receptions());
+        both!(
+            "canary payloads",
+            canary_payloads("cq", &["odd".to_string()], 50)
+        );
+        both!("canary, no claims", canary_payloads("cq", &[], 50));
+        // Sessions and outages carry the time they were written: the rest must agree.
+        let sessions = |rows: Vec<crate::SessionRow>| {
+            rows.into_iter()
+                .map(|r| (r.id, r.path, r.role, r.ended_at))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            sessions(lite.recent_sessions(10).await.unwrap()),
+            sessions(pg.recent_sessions(10).await.unwrap())
+        );
+        let outages = |rows: Vec<crate::OutageRow>| {
+            rows.into_iter()
+                .map(|r| (r.source, r.reason, r.ended_at.is_some()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            outages(lite.outages(10).await.unwrap()),
+            outages(pg.outages(10).await.unwrap())
+        );
+        assert_eq!(
+            outages(lite.open_outages().await.unwrap()),
+            outages(pg.open_outages().await.unwrap())
+        );
     }
 
     /// Each ingester hands out session ids of its own range without asking the database, continues it after

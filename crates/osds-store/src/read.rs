@@ -1,15 +1,15 @@
 //! Read queries of the archive, returning typed rows (`rows.rs`).
 
 use crate::counts::{ArchiveCounts, Listed, MatchList};
-use crate::ids::HORIZON;
+use crate::db::Columns;
 use crate::rows::{
     DeliveryRow, EventRow, EventVersions, MonthRow, OutageRow, ServedReport, SessionRow, VersionRow,
 };
 use crate::rows::{REPORT_COLUMNS, report_row};
+use crate::statements::Statements;
 use crate::store::Store;
 use serde_json::{Value, json};
 use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
 /// Filters of `/events`, already validated.
 #[derive(Debug, Default, Clone)]
@@ -51,14 +51,14 @@ pub struct ArchivedUnit {
     pub frame: Vec<u8>,
 }
 
-fn archived_unit(row: &SqliteRow) -> ArchivedUnit {
+fn archived_unit(row: &dyn Columns) -> ArchivedUnit {
     ArchivedUnit {
-        delivery_id: row.get("id"),
-        received_at: row.get("received_at"),
-        unit_index: row.get("unit_index"),
-        type_tag: row.get("type_tag"),
-        source: row.get("source"),
-        frame: row.get("bytes"),
+        delivery_id: row.int("id"),
+        received_at: row.text("received_at"),
+        unit_index: row.int("unit_index"),
+        type_tag: row.opt_text("type_tag"),
+        source: row.opt_text("source"),
+        frame: row.bytes("bytes"),
     }
 }
 
@@ -174,25 +174,27 @@ fn split_served(
 }
 
 /// An `events` row joined with its latest version's text (`EVENT_COLUMNS`).
-fn event_row(row: &SqliteRow) -> EventRow {
+fn event_row(row: &dyn Columns) -> EventRow {
     EventRow {
-        id: row.get("e_id"),
-        source: row.get("e_source"),
-        source_event_id: row.get("source_event_id"),
-        origin_at: row.get("e_origin_at"),
-        report_count: row.get("report_count"),
-        missing_revisions: serde_json::from_str(row.get::<&str, _>("missing_revisions"))
-            .unwrap_or_default(),
-        latest: row.get::<String, _>("latest_json").into(),
+        id: row.text("e_id"),
+        source: row.text("e_source"),
+        source_event_id: row.text("source_event_id"),
+        origin_at: row.opt_text("e_origin_at"),
+        report_count: row.int("report_count"),
+        missing_revisions: serde_json::from_str(&row.text("missing_revisions")).unwrap_or_default(),
+        latest: row.text("latest_json").into(),
     }
 }
 
-fn outage_row(row: &SqliteRow) -> OutageRow {
+/// The columns [`outage_row`] reads.
+const OUTAGE_COLUMNS: &str = "source, started_at, ended_at, reason";
+
+fn outage_row(row: &dyn Columns) -> OutageRow {
     OutageRow {
-        source: row.get("source"),
-        started_at: row.get("started_at"),
-        ended_at: row.get("ended_at"),
-        reason: row.get("reason"),
+        source: row.text("source"),
+        started_at: row.text("started_at"),
+        ended_at: row.opt_text("ended_at"),
+        reason: row.text("reason"),
     }
 }
 
@@ -211,9 +213,10 @@ pub(super) fn like_pattern(text: &str) -> String {
 
 impl Store {
     pub async fn high_water(&self) -> anyhow::Result<i64> {
-        Ok(sqlx::query_scalar(&format!("SELECT {HORIZON}"))
-            .fetch_one(&self.pool)
-            .await?)
+        let sql = format!("SELECT {} AS horizon", self.db.horizon());
+        self.db
+            .one(Statements::one(&sql), |r| r.int("horizon"))
+            .await
     }
 
     /// The served texts of versions with `after < id <= upto`, in id order, at most `limit`. `upto` must be a
@@ -264,27 +267,27 @@ impl Store {
         upto: i64,
         limit: i64,
     ) -> anyhow::Result<Vec<ServedReport>> {
+        // (`string_agg` is SQLite's `group_concat` by the name both databases know.)
         let sql = format!(
-            "SELECT group_concat(id, ','), group_concat(source, ','), \
-             group_concat(octet_length(json), ','), group_concat(json, '') FROM ({rows})"
+            "SELECT string_agg(CAST(id AS TEXT), ',') AS ids, string_agg(source, ',') AS sources, \
+             string_agg(CAST(octet_length(json) AS TEXT), ',') AS lengths, string_agg(json, '') AS texts \
+             FROM ({rows}) AS page"
         );
-        let mut query = sqlx::query_as::<
-            _,
-            (
-                Option<String>,
-                Option<String>,
-                Option<String>,
-                Option<String>,
-            ),
-        >(&sql);
+        let mut query = Statements::one(&sql);
         if let Some(source) = source {
-            query = query.bind(source);
+            query.bind(source);
         }
-        let (ids, sources, lengths, texts) = query
-            .bind(after)
-            .bind(upto)
-            .bind(limit)
-            .fetch_one(&self.pool)
+        query.bind(after).bind(upto).bind(limit);
+        let (ids, sources, lengths, texts) = self
+            .db
+            .one(query, |r| {
+                (
+                    r.opt_text("ids"),
+                    r.opt_text("sources"),
+                    r.opt_text("lengths"),
+                    r.opt_text("texts"),
+                )
+            })
             .await?;
         split_served(
             &ids.unwrap_or_default(),
@@ -347,7 +350,7 @@ impl Store {
                 for bind in &binds {
                     count = bind_value(count, bind);
                 }
-                let total = count.fetch_one(&self.pool).await?;
+                let total = count.fetch_one(self.db.sqlite()?).await?;
                 self.event_totals
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -365,10 +368,10 @@ impl Store {
         let rows = list
             .bind(filter.limit)
             .bind(offset)
-            .fetch_all(&self.pool)
+            .fetch_all(self.db.sqlite()?)
             .await?;
         Ok(EventPage {
-            items: rows.iter().map(event_row).collect(),
+            items: rows.iter().map(|row| event_row(row)).collect(),
             total,
         })
     }
@@ -459,11 +462,11 @@ impl Store {
         } else {
             sqlx::query(&listed_page_sql())
                 .bind(serde_json::to_string(&page)?)
-                .fetch_all(&self.pool)
+                .fetch_all(self.db.sqlite()?)
                 .await?
         };
         Ok(Some(EventPage {
-            items: rows.iter().map(event_row).collect(),
+            items: rows.iter().map(|row| event_row(row)).collect(),
             total: list.events.len() as i64,
         }))
     }
@@ -494,7 +497,7 @@ impl Store {
         for bind in binds {
             query = bind_value_query(query, bind);
         }
-        let found: Option<String> = query.fetch_one(&self.pool).await?.get(0);
+        let found: Option<String> = query.fetch_one(self.db.sqlite()?).await?.get(0);
         let numbers: Vec<i64> = found
             .unwrap_or_default()
             .split(',')
@@ -535,7 +538,7 @@ impl Store {
         let rows = query
             .bind(after)
             .bind(horizon)
-            .fetch_all(&self.pool)
+            .fetch_all(self.db.sqlite()?)
             .await?;
         Ok(rows
             .iter()
@@ -555,41 +558,32 @@ impl Store {
     /// The event with every stored version in revision order (several versions of one revision by id), each
     /// with the raw bytes of the delivery that first brought it.
     pub async fn event(&self, id: &str) -> anyhow::Result<Option<EventVersions>> {
-        let Some(row) = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM events e JOIN report_texts t ON t.id = e.latest_report_id WHERE e.id = ?"))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-        else {
+        let mut query = Statements::one(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events e JOIN report_texts t ON t.id = e.latest_report_id WHERE e.id = ?"
+        ));
+        query.bind(id);
+        let Some(event) = self.db.row(query, event_row).await? else {
             return Ok(None);
         };
-        let rows = sqlx::query(&format!(
+        let mut query = Statements::one(&format!(
             "SELECT {REPORT_COLUMNS}, p.bytes FROM reports r JOIN deliveries d ON d.id = r.delivery_id \
              JOIN raw_payloads p ON p.sha256 = d.raw_sha256 WHERE r.event_key = ? ORDER BY r.revision, r.id"
-        ))
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?;
-        let versions = rows
-            .iter()
-            .map(|row| VersionRow {
+        ));
+        query.bind(id);
+        let versions = self
+            .db
+            .rows(query, |row| VersionRow {
                 report: report_row(row),
-                raw: row.get("bytes"),
+                raw: row.bytes("bytes"),
             })
-            .collect();
-        Ok(Some(EventVersions {
-            event: event_row(&row),
-            versions,
-        }))
+            .await?;
+        Ok(Some(EventVersions { event, versions }))
     }
 
     pub async fn event_exists(&self, id: &str) -> anyhow::Result<bool> {
-        Ok(
-            sqlx::query_scalar::<_, i64>("SELECT 1 FROM events WHERE id = ?")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?
-                .is_some(),
-        )
+        let mut query = Statements::one("SELECT 1 AS found FROM events WHERE id = ?");
+        query.bind(id);
+        Ok(self.db.row(query, |_| ()).await?.is_some())
     }
 
     /// Reception records of an event, duplicates included, by increasing id.
@@ -599,115 +593,120 @@ impl Store {
         after: i64,
         limit: i64,
     ) -> anyhow::Result<DeliveryPage> {
-        let rows = sqlx::query(
-            "SELECT d.*, s.path, s.role, p.size FROM deliveries d JOIN sessions s ON s.id = d.session_id \
+        let mut query = Statements::one(
+            "SELECT d.id, d.received_at, d.source, d.type_tag, d.marker, d.outcome, d.report_id, d.session_id, \
+             d.unit_index, d.raw_sha256, s.path, s.role, p.size \
+             FROM deliveries d JOIN sessions s ON s.id = d.session_id \
              JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
-             WHERE (d.event_key = ?1 OR d.id IN (SELECT delivery_id FROM reparses WHERE event_key = ?1)) \
-             AND d.id > ?2 ORDER BY d.id LIMIT ?3",
-        )
-        .bind(event_id)
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        let items: Vec<DeliveryRow> = rows
-            .iter()
-            .map(|row| DeliveryRow {
-                id: row.get("id"),
-                received_at: row.get("received_at"),
-                source: row.get("source"),
-                type_tag: row.get("type_tag"),
-                marker: row.get("marker"),
-                outcome: row.get("outcome"),
-                report_id: row.get("report_id"),
-                session_id: row.get("session_id"),
-                path: row.get("path"),
-                role: row.get("role"),
-                unit_index: row.get("unit_index"),
-                raw_sha256: row.get("raw_sha256"),
-                size: row.get("size"),
+             WHERE (d.event_key = ? OR d.id IN (SELECT delivery_id FROM reparses WHERE event_key = ?)) \
+             AND d.id > ? ORDER BY d.id LIMIT ?",
+        );
+        query.bind(event_id).bind(event_id).bind(after).bind(limit);
+        let items: Vec<DeliveryRow> = self
+            .db
+            .rows(query, |row| DeliveryRow {
+                id: row.int("id"),
+                received_at: row.text("received_at"),
+                source: row.opt_text("source"),
+                type_tag: row.opt_text("type_tag"),
+                marker: row.text("marker"),
+                outcome: row.text("outcome"),
+                report_id: row.opt_int("report_id"),
+                session_id: row.int("session_id"),
+                path: row.text("path"),
+                role: row.text("role"),
+                unit_index: row.int("unit_index"),
+                raw_sha256: row.text("raw_sha256"),
+                size: row.int("size"),
             })
-            .collect();
+            .await?;
         let next_cursor = items.last().map_or(after, |d| d.id);
         Ok(DeliveryPage { items, next_cursor })
     }
 
     /// The exact stored bytes of a delivery and their SHA-256 (lowercase hex).
     pub async fn raw(&self, delivery_id: i64) -> anyhow::Result<Option<(Vec<u8>, String)>> {
-        let row = sqlx::query("SELECT p.bytes, p.sha256 FROM deliveries d JOIN raw_payloads p ON p.sha256 = d.raw_sha256 WHERE d.id = ?")
-            .bind(delivery_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|row| (row.get("bytes"), row.get("sha256"))))
+        let mut query = Statements::one(
+            "SELECT p.bytes, p.sha256 FROM deliveries d JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
+             WHERE d.id = ?",
+        );
+        query.bind(delivery_id);
+        self.db
+            .row(query, |row| (row.bytes("bytes"), row.text("sha256")))
+            .await
     }
 
     /// The most recently archived event of `source`.
     pub async fn latest_event(&self, source: &str) -> anyhow::Result<Option<EventRow>> {
-        let row = sqlx::query(&format!(
+        let mut query = Statements::one(&format!(
             "SELECT {EVENT_COLUMNS} FROM events e JOIN report_texts t ON t.id = e.latest_report_id WHERE e.source = ? \
              ORDER BY e.last_report_id DESC LIMIT 1"
-        ))
-        .bind(source)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(event_row))
+        ));
+        query.bind(source);
+        self.db.row(query, event_row).await
     }
 
     /// Months (Beijing time) with archived events, newest first, with event counts.
     pub async fn months(&self, source: Option<&str>) -> anyhow::Result<Vec<MonthRow>> {
-        let rows = sqlx::query(
-            "SELECT month, COUNT(*) AS events FROM events WHERE (?1 IS NULL OR source = ?1) GROUP BY month ORDER BY month DESC",
-        )
-        .bind(source)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| MonthRow {
-                month: r.get("month"),
-                events: r.get("events"),
+        let mut query = Statements::one(
+            "SELECT month, COUNT(*) AS events FROM events WHERE (? IS NULL OR source = ?) \
+             GROUP BY month ORDER BY month DESC",
+        );
+        query
+            .bind(source.map(str::to_owned))
+            .bind(source.map(str::to_owned));
+        self.db
+            .rows(query, |r| MonthRow {
+                month: r.text("month"),
+                events: r.int("events"),
             })
-            .collect())
+            .await
     }
 
     pub async fn archive_counts(&self) -> anyhow::Result<ArchiveCounts> {
         // Nothing counted here is ever updated or deleted, so the newest ids decide every count: three index
         // lookups say whether the last counts still hold, instead of scanning every table on each call.
-        let newest = sqlx::query(
-            "SELECT (SELECT COALESCE(MAX(id), 0) FROM deliveries) AS d, \
-             (SELECT COALESCE(MAX(id), 0) FROM reparses) AS p, (SELECT COALESCE(MAX(id), 0) FROM reports) AS r",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        let key: (i64, i64, i64) = (newest.get("d"), newest.get("p"), newest.get("r"));
+        let key: (i64, i64, i64) = self
+            .db
+            .one(
+                Statements::one(
+                    "SELECT (SELECT COALESCE(MAX(id), 0) FROM deliveries) AS d, \
+                     (SELECT COALESCE(MAX(id), 0) FROM reparses) AS p, \
+                     (SELECT COALESCE(MAX(id), 0) FROM reports) AS r",
+                ),
+                |row| (row.int("d"), row.int("p"), row.int("r")),
+            )
+            .await?;
         if let Some((at, counts)) = self.counts.lock().ok().and_then(|c| c.clone())
             && at == key
         {
             return Ok(counts);
         }
-        let row = sqlx::query(&format!(
+        let sql = format!(
             "SELECT (SELECT COUNT(*) FROM events) AS events, (SELECT COUNT(*) FROM reports) AS versions, \
-             {HORIZON} AS high_water, \
+             {} AS high_water, \
              (SELECT COUNT(*) FROM deliveries) AS deliveries, (SELECT COUNT(*) FROM raw_payloads) AS raw_payloads, \
              (SELECT COUNT(*) FROM deliveries d WHERE outcome = 'unparsed' \
                 AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id)) AS unparsed, \
              (SELECT COUNT(*) FROM reparses) AS recovered, \
              (SELECT COUNT(*) FROM deliveries WHERE outcome = 'ignored') AS ignored, \
-             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate') AS duplicates"
-        ))
-        .fetch_one(&self.pool)
-        .await?;
-        let counts = ArchiveCounts {
-            events: row.get("events"),
-            versions: row.get("versions"),
-            deliveries: row.get("deliveries"),
-            raw_payloads: row.get("raw_payloads"),
-            unparsed: row.get("unparsed"),
-            recovered: row.get("recovered"),
-            ignored: row.get("ignored"),
-            duplicates: row.get("duplicates"),
-            high_water: row.get("high_water"),
-        };
+             (SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate') AS duplicates",
+            self.db.horizon()
+        );
+        let counts = self
+            .db
+            .one(Statements::one(&sql), |row| ArchiveCounts {
+                events: row.int("events"),
+                versions: row.int("versions"),
+                deliveries: row.int("deliveries"),
+                raw_payloads: row.int("raw_payloads"),
+                unparsed: row.int("unparsed"),
+                recovered: row.int("recovered"),
+                ignored: row.int("ignored"),
+                duplicates: row.int("duplicates"),
+                high_water: row.int("high_water"),
+            })
+            .await?;
         if let Ok(mut cached) = self.counts.lock() {
             *cached = Some((key, counts.clone()));
         }
@@ -716,50 +715,49 @@ impl Store {
 
     /// The most recent connection sessions.
     pub async fn recent_sessions(&self, limit: i64) -> anyhow::Result<Vec<SessionRow>> {
-        let rows = sqlx::query("SELECT * FROM sessions ORDER BY id DESC LIMIT ?")
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| SessionRow {
-                id: r.get("id"),
-                path: r.get("path"),
-                role: r.get("role"),
-                started_at: r.get("started_at"),
-                connected_at: r.get("connected_at"),
-                ended_at: r.get("ended_at"),
-                end_reason: r.get("end_reason"),
+        let mut query = Statements::one(
+            "SELECT id, path, role, started_at, connected_at, ended_at, end_reason FROM sessions \
+             ORDER BY id DESC LIMIT ?",
+        );
+        query.bind(limit);
+        self.db
+            .rows(query, |r| SessionRow {
+                id: r.int("id"),
+                path: r.text("path"),
+                role: r.text("role"),
+                started_at: r.text("started_at"),
+                connected_at: r.opt_text("connected_at"),
+                ended_at: r.opt_text("ended_at"),
+                end_reason: r.opt_text("end_reason"),
             })
-            .collect())
+            .await
     }
 
     /// Outage intervals, newest first; `endedAt: null` is an outage in progress.
     pub async fn outages(&self, limit: i64) -> anyhow::Result<Vec<OutageRow>> {
-        let rows = sqlx::query("SELECT * FROM outages ORDER BY id DESC LIMIT ?")
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.iter().map(outage_row).collect())
+        let mut query = Statements::one(&format!(
+            "SELECT {OUTAGE_COLUMNS} FROM outages ORDER BY id DESC LIMIT ?"
+        ));
+        query.bind(limit);
+        self.db.rows(query, outage_row).await
     }
 
     /// The outages in progress, however old (at most one per source).
     pub async fn open_outages(&self) -> anyhow::Result<Vec<OutageRow>> {
-        let rows = sqlx::query("SELECT * FROM outages WHERE ended_at IS NULL ORDER BY id")
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.iter().map(outage_row).collect())
+        let query = Statements::one(&format!(
+            "SELECT {OUTAGE_COLUMNS} FROM outages WHERE ended_at IS NULL ORDER BY id"
+        ));
+        self.db.rows(query, outage_row).await
     }
 
     /// Time of the last archived reception of each source.
     pub async fn last_receptions(&self) -> anyhow::Result<Vec<(String, String)>> {
-        let rows = sqlx::query("SELECT source, MAX(received_at) AS at FROM deliveries WHERE source IS NOT NULL GROUP BY source")
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get("source"), r.get("at")))
-            .collect())
+        let query = Statements::one(
+            "SELECT source, MAX(received_at) AS at FROM deliveries WHERE source IS NOT NULL GROUP BY source",
+        );
+        self.db
+            .rows(query, |r| (r.text("source"), r.text("at")))
+            .await
     }
 
     /// The most recent distinct payloads of a channel (its `source`, or one of the `type` tags it claims, so a
@@ -771,22 +769,22 @@ impl Store {
         limit: i64,
     ) -> anyhow::Result<Vec<ArchivedUnit>> {
         let placeholders = vec!["?"; claims.len().max(1)].join(", ");
-        let sql = format!(
+        let mut query = Statements::one(&format!(
             "SELECT d.id, d.received_at, d.unit_index, d.type_tag, d.source, p.bytes FROM deliveries d \
              JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
              WHERE d.id IN (SELECT MAX(id) FROM deliveries WHERE source = ? OR type_tag IN ({placeholders}) \
                             GROUP BY raw_sha256, unit_index) \
              ORDER BY d.id DESC LIMIT ?"
-        );
-        let mut query = sqlx::query(&sql).bind(source);
+        ));
+        query.bind(source);
         if claims.is_empty() {
-            query = query.bind(None::<String>);
+            query.bind(None::<String>);
         }
         for claim in claims {
-            query = query.bind(claim);
+            query.bind(claim.as_str());
         }
-        let rows = query.bind(limit).fetch_all(&self.pool).await?;
-        Ok(rows.iter().map(archived_unit).collect())
+        query.bind(limit);
+        self.db.rows(query, archived_unit).await
     }
 
     /// Unparsed deliveries not yet recovered, by increasing id after `after`, optionally of one source and
@@ -811,9 +809,9 @@ impl Store {
         .bind(&filter.until)
         .bind(&filter.until)
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(self.db.sqlite()?)
         .await?;
-        Ok(rows.iter().map(archived_unit).collect())
+        Ok(rows.iter().map(|row| archived_unit(row)).collect())
     }
 
     /// How many deliveries [`Store::unparsed_deliveries`] would go through.
@@ -828,17 +826,16 @@ impl Store {
         .bind(&filter.since)
         .bind(&filter.until)
         .bind(&filter.until)
-        .fetch_one(&self.pool)
+        .fetch_one(self.db.sqlite()?)
         .await?)
     }
 
     pub async fn counter(&self, name: &str) -> anyhow::Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT COALESCE((SELECT value FROM counters WHERE name = ?), 0)")
-                .bind(name)
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        let mut query = Statements::one(
+            "SELECT COALESCE((SELECT value FROM counters WHERE name = ?), 0) AS value",
+        );
+        query.bind(name);
+        self.db.one(query, |r| r.int("value")).await
     }
 }
 
@@ -875,7 +872,7 @@ mod plan_tests {
             query = bind_value_query(query, bind);
         }
         query
-            .fetch_all(&store.pool)
+            .fetch_all(store.db.sqlite().unwrap())
             .await
             .unwrap()
             .iter()
@@ -1036,7 +1033,7 @@ mod listed_events_tests {
         for bind in &binds {
             query = bind_value_query(query, bind);
         }
-        let rows = query.fetch_all(&store.pool).await.unwrap();
+        let rows = query.fetch_all(store.db.sqlite().unwrap()).await.unwrap();
         rows.iter().map(|row| row.get(0)).collect()
     }
 

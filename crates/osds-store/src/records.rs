@@ -5,28 +5,23 @@
 use crate::statements::Statements;
 use osds_time::now_rfc3339;
 
-fn one(sql: &str) -> Statements {
-    let mut statements = Statements::default();
-    statements.push(sql);
-    statements
-}
-
 pub(crate) fn session_connected(id: i64) -> Statements {
-    let mut s = one("UPDATE sessions SET connected_at = ? WHERE id = ?");
+    let mut s = Statements::one("UPDATE sessions SET connected_at = ? WHERE id = ?");
     s.bind(now_rfc3339()).bind(id);
     s
 }
 
 pub(crate) fn session_ended(id: i64, reason: &str) -> Statements {
-    let mut s =
-        one("UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL");
+    let mut s = Statements::one(
+        "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+    );
     s.bind(now_rfc3339()).bind(reason).bind(id);
     s
 }
 
 /// Starts an outage of `source` unless one is already open (an outage survives a restart of the service).
 pub(crate) fn outage_begin(source: &str, reason: &str) -> Statements {
-    let mut s = one(
+    let mut s = Statements::one(
         "INSERT INTO outages (source, started_at, reason) SELECT ?, ?, ? \
          WHERE NOT EXISTS (SELECT 1 FROM outages WHERE source = ? AND ended_at IS NULL)",
     );
@@ -35,7 +30,8 @@ pub(crate) fn outage_begin(source: &str, reason: &str) -> Statements {
 }
 
 pub(crate) fn outage_end(source: &str) -> Statements {
-    let mut s = one("UPDATE outages SET ended_at = ? WHERE source = ? AND ended_at IS NULL");
+    let mut s =
+        Statements::one("UPDATE outages SET ended_at = ? WHERE source = ? AND ended_at IS NULL");
     s.bind(now_rfc3339()).bind(source);
     s
 }
@@ -47,7 +43,7 @@ pub(crate) fn refused_frame(
     size: u64,
     limit: u64,
 ) -> Statements {
-    let mut s = one(
+    let mut s = Statements::one(
         "INSERT INTO refused_frames (session_id, received_at, size_bytes, limit_bytes) VALUES (?, ?, ?, ?)",
     );
     s.bind(session_id)
@@ -58,8 +54,10 @@ pub(crate) fn refused_frame(
 }
 
 pub(crate) fn add_counter(name: &str, by: i64) -> Statements {
-    let mut s = one("INSERT INTO counters (name, value) VALUES (?, ?) \
-         ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value");
+    let mut s = Statements::one(
+        "INSERT INTO counters (name, value) VALUES (?, ?) \
+         ON CONFLICT (name) DO UPDATE SET value = counters.value + excluded.value",
+    );
     s.bind(name).bind(by);
     s
 }

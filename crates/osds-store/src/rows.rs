@@ -1,23 +1,22 @@
 //! What the read queries return: typed rows. The API crate turns them into its response types; nothing here
 //! knows the public JSON.
 
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use crate::db::Columns;
 
 /// The columns of a `reports` row (as `r`) that [`report_row`] reads.
 pub(crate) const REPORT_COLUMNS: &str = "r.id, r.event_key, r.source, r.received_at, r.delivery_id, r.report_json, r.decoder_name, r.decoder_sha256";
 
 /// A [`ReportRow`] from a row selecting [`REPORT_COLUMNS`].
-pub(crate) fn report_row(row: &SqliteRow) -> ReportRow {
+pub(crate) fn report_row(row: &dyn Columns) -> ReportRow {
     ReportRow {
-        id: row.get("id"),
-        event_key: row.get("event_key"),
-        source: row.get("source"),
-        received_at: row.get("received_at"),
-        delivery_id: row.get("delivery_id"),
-        decoded: row.get("report_json"),
-        decoder_name: row.get("decoder_name"),
-        decoder_sha256: row.get("decoder_sha256"),
+        id: row.int("id"),
+        event_key: row.text("event_key"),
+        source: row.text("source"),
+        received_at: row.text("received_at"),
+        delivery_id: row.int("delivery_id"),
+        decoded: row.text("report_json"),
+        decoder_name: row.text("decoder_name"),
+        decoder_sha256: row.text("decoder_sha256"),
     }
 }
 

@@ -5,8 +5,8 @@
 //! (each round trip wakes two threads; on this machine that was most of a commit's time). PostgreSQL prepares
 //! one statement at a time, so there each runs on its own, its `?`s numbered `$1`, `$2`, ...
 
-use sqlx::postgres::{PgArguments, PgConnection, PgRow};
-use sqlx::sqlite::SqliteArguments;
+use sqlx::postgres::{PgArguments, PgConnection, PgPool, PgRow};
+use sqlx::sqlite::{SqliteArguments, SqlitePool, SqliteRow};
 use sqlx::{Arguments, SqliteConnection};
 
 /// A bound value, typed as the column it goes to.
@@ -72,6 +72,13 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
+    /// One statement.
+    pub(crate) fn one(sql: &str) -> Statements {
+        let mut statements = Statements::default();
+        statements.push(sql);
+        statements
+    }
+
     /// Appends a statement (without its `;`).
     pub(crate) fn push(&mut self, sql: &str) -> &mut Self {
         self.list.push(Statement {
@@ -135,6 +142,19 @@ impl Statements {
             sqlx::query_with(&sql, args).execute(conn).await?;
         }
         Ok(())
+    }
+
+    /// The rows of the one statement, read from a SQLite pool.
+    pub(crate) async fn sqlite_rows(self, pool: &SqlitePool) -> anyhow::Result<Vec<SqliteRow>> {
+        let (sql, args) = self.sqlite();
+        Ok(sqlx::query_with(&sql, args).fetch_all(pool).await?)
+    }
+
+    /// The rows of the one statement, read from a PostgreSQL pool.
+    pub(crate) async fn pg_rows(mut self, pool: &PgPool) -> anyhow::Result<Vec<PgRow>> {
+        anyhow::ensure!(self.list.len() == 1, "a read is one statement");
+        let (sql, args) = numbered(self.list.remove(0))?;
+        Ok(sqlx::query_with(&sql, args).fetch_all(pool).await?)
     }
 
     /// Runs every statement, in order, on PostgreSQL, and returns the last one's row.

@@ -1,10 +1,11 @@
 //! The archive's handles: [`Store`] (reads, through a pool) and [`open`], which also returns the single writer.
 
 use crate::counts::{CountedAt, EventMatches, EventTotals};
+use crate::db::ReadPool;
 use crate::writer::Writer;
 use anyhow::Context;
+use sqlx::ConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{ConnectOptions, SqlitePool};
 use std::time::Duration;
 
 /// The archive when none is configured: a file under `./data/`, created with its folder on first use.
@@ -23,7 +24,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// Read access to the archive.
 #[derive(Clone)]
 pub struct Store {
-    pub(crate) pool: SqlitePool,
+    pub(crate) db: ReadPool,
     /// The last archive counts and the newest ids they were counted at (see `Store::archive_counts`).
     pub(crate) counts: std::sync::Arc<std::sync::Mutex<Option<CountedAt>>>,
     /// Totals of `/events` filters at the horizon they were counted at (see `Store::events`).
@@ -35,6 +36,17 @@ pub struct Store {
 }
 
 impl Store {
+    /// The store reading through `db`, of the archive `archive_id`.
+    pub(crate) fn new(db: ReadPool, archive_id: String) -> Store {
+        Store {
+            db,
+            counts: Default::default(),
+            event_totals: Default::default(),
+            event_matches: Default::default(),
+            archive_id: archive_id.into(),
+        }
+    }
+
     /// The archive's identity, `archiveId` in the API.
     pub fn archive_id(&self) -> &str {
         &self.archive_id
@@ -128,14 +140,5 @@ pub async fn open(url: &str) -> anyhow::Result<(Store, Writer)> {
     let writer = Writer::new(conn, options, checkpoint_conn)
         .await
         .with_context(|| format!("open database {url} for writing"))?;
-    Ok((
-        Store {
-            pool,
-            counts: Default::default(),
-            event_totals: Default::default(),
-            event_matches: Default::default(),
-            archive_id: archive_id.into(),
-        },
-        writer,
-    ))
+    Ok((Store::new(ReadPool::Sqlite(pool), archive_id), writer))
 }

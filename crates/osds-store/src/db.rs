@@ -1,0 +1,108 @@
+//! The read side's connection pool, SQLite's or PostgreSQL's, and rows read alike from either ([`Columns`]).
+//! A read written once runs its statement (`Statements`, `?` parameters) on whichever pool the store has.
+
+use crate::statements::Statements;
+use sqlx::Row;
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+
+#[derive(Clone)]
+pub(crate) enum ReadPool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// A row's columns by name, whichever database it came from. Reading a column the statement did not select,
+/// or as the wrong type, is a bug in the statement next to it: it panics, as sqlx's `Row::get` does.
+pub(crate) trait Columns {
+    fn int(&self, column: &str) -> i64;
+    fn opt_int(&self, column: &str) -> Option<i64>;
+    fn text(&self, column: &str) -> String;
+    fn opt_text(&self, column: &str) -> Option<String>;
+    fn bytes(&self, column: &str) -> Vec<u8>;
+}
+
+macro_rules! columns {
+    ($row:ty) => {
+        impl Columns for $row {
+            fn int(&self, column: &str) -> i64 {
+                self.get(column)
+            }
+            fn opt_int(&self, column: &str) -> Option<i64> {
+                self.get(column)
+            }
+            fn text(&self, column: &str) -> String {
+                self.get(column)
+            }
+            fn opt_text(&self, column: &str) -> Option<String> {
+                self.get(column)
+            }
+            fn bytes(&self, column: &str) -> Vec<u8> {
+                self.get(column)
+            }
+        }
+    };
+}
+columns!(SqliteRow);
+columns!(PgRow);
+
+impl ReadPool {
+    /// The SQLite pool, for the reads written for SQLite alone so far (an archive on PostgreSQL cannot be
+    /// served yet: `open` refuses its URL).
+    pub(crate) fn sqlite(&self) -> anyhow::Result<&SqlitePool> {
+        match self {
+            ReadPool::Sqlite(pool) => Ok(pool),
+            ReadPool::Postgres(_) => anyhow::bail!("this read is not written for PostgreSQL yet"),
+        }
+    }
+
+    /// Every row of `statement` (one statement), each mapped by `map`.
+    pub(crate) async fn rows<T>(
+        &self,
+        statement: Statements,
+        map: impl Fn(&dyn Columns) -> T,
+    ) -> anyhow::Result<Vec<T>> {
+        Ok(match self {
+            ReadPool::Sqlite(pool) => statement
+                .sqlite_rows(pool)
+                .await?
+                .iter()
+                .map(|row| map(row))
+                .collect(),
+            ReadPool::Postgres(pool) => statement
+                .pg_rows(pool)
+                .await?
+                .iter()
+                .map(|row| map(row))
+                .collect(),
+        })
+    }
+
+    /// The one row `statement` must return, mapped by `map`.
+    pub(crate) async fn one<T>(
+        &self,
+        statement: Statements,
+        map: impl Fn(&dyn Columns) -> T,
+    ) -> anyhow::Result<T> {
+        self.row(statement, map)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("the statement returned no row"))
+    }
+
+    /// The commit horizon in this database's SQL (see `ids.rs`).
+    pub(crate) fn horizon(&self) -> &'static str {
+        match self {
+            ReadPool::Sqlite(_) => crate::ids::HORIZON,
+            ReadPool::Postgres(_) => crate::postgres::HORIZON,
+        }
+    }
+
+    /// The first row of `statement`, if any, mapped by `map`.
+    pub(crate) async fn row<T>(
+        &self,
+        statement: Statements,
+        map: impl Fn(&dyn Columns) -> T,
+    ) -> anyhow::Result<Option<T>> {
+        Ok(self.rows(statement, map).await?.into_iter().next())
+    }
+}
