@@ -42,6 +42,9 @@ pub struct PushPath {
     pub commit: Vec<Duration>,
     /// Reading the committed version back, rendered (what the live ring does after the commit).
     pub read_back: Vec<Duration>,
+    /// The same frames' durable commits on PostgreSQL (`PgWriter::ingest`, a throwaway local server reached
+    /// over its Unix socket), for the cost of the second backend.
+    pub postgres_commit: Vec<Duration>,
 }
 
 pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
@@ -56,9 +59,12 @@ pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
         decode: Vec::new(),
         commit: Vec::new(),
         read_back: Vec::new(),
+        postgres_commit: Vec::new(),
     };
+    let mut sent = Vec::new();
     for n in 0..frames {
         let incoming = cq_incoming(session, "P", n)?;
+        sent.push(incoming.clone());
         let at = Instant::now();
         cq.decode(&incoming.frame)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -78,6 +84,20 @@ pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
     drop(writer);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
+
+    let cluster = osds_store::test_postgres::Cluster::start("bench");
+    let mut writer =
+        osds_store::postgres::PgWriter::open(&cluster.database("osds").await, "bench").await?;
+    let session = writer
+        .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
+        .await?;
+    for mut incoming in sent {
+        incoming.session_id = session;
+        let at = Instant::now();
+        writer.ingest(&[incoming]).await?;
+        path.postgres_commit.push(at.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     Ok(path)
 }
 

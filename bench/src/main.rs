@@ -192,8 +192,9 @@ struct Results {
     sse: Option<Summary>,
     ws: Option<Summary>,
     push_lost: Option<(usize, usize, usize)>,
-    /// In-process: decode, durable commit, read back (see `breakdown::push_path`).
-    push_path: Option<[Option<Summary>; 3]>,
+    /// In-process: decode, durable commit, read back, durable commit on PostgreSQL (see
+    /// `breakdown::push_path`).
+    push_path: Option<[Option<Summary>; 4]>,
     ingest: Option<Ingest>,
     fan_out: Vec<fanout::FanOut>,
     feed_reads: Vec<breakdown::FeedReads>,
@@ -487,6 +488,7 @@ async fn push_latency(options: &Options, results: &mut Results) -> Result<()> {
         summarize(&path.decode),
         summarize(&path.commit),
         summarize(&path.read_back),
+        summarize(&path.postgres_commit),
     ]);
     Ok(())
 }
@@ -708,10 +710,18 @@ fn print_table(options: &Options, results: &Results) {
             "push-latency frames"
         );
     }
-    if let Some([decode, commit, read_back]) = &results.push_path {
+    if let Some([decode, commit, read_back, postgres_commit]) = &results.push_path {
         row("  in-process: cq decode (Wasm, warm)", decode);
         row("  in-process: durable commit, 1 frame", commit);
         row("  in-process: read back + render", read_back);
+        row("  the same commit on PostgreSQL (local)", postgres_commit);
+        if let (Some(sqlite), Some(postgres)) = (commit, postgres_commit) {
+            println!(
+                "{:<40} {:.1}x",
+                "ratio commit p50 PostgreSQL / SQLite",
+                postgres.p50 / sqlite.p50
+            );
+        }
     }
     for (floor, label) in [
         (results.fsync, "fsync"),
