@@ -2,10 +2,11 @@
 //! every installed `.wasm`, so a restart (and `osds reparse`) puts back what ran. Built-in components are not
 //! stored: their bytes are in the binary, found again by their SHA-256.
 
+use crate::db::WriteConn;
+use crate::statements::Statements;
 use crate::store::Store;
 use crate::writer::Writer;
 use sha2::{Digest, Sha256};
-use sqlx::Row;
 
 /// A channel's decoder as the last change left it.
 #[derive(Debug, Clone)]
@@ -34,66 +35,73 @@ impl Writer {
         now: &str,
     ) -> anyhow::Result<()> {
         self.settled = false;
+        let statements = component_change(channel, action, sha256, wasm, previous, now)?;
         let mut tx = sqlx::Connection::begin(&mut self.conn).await?;
-        if let Some(wasm) = wasm {
-            anyhow::ensure!(
-                hex::encode(Sha256::digest(wasm)) == sha256,
-                "the component bytes do not have the SHA-256 {sha256}"
-            );
-            sqlx::query(
-                "INSERT OR IGNORE INTO component_files (sha256, wasm, stored_at) VALUES (?, ?, ?)",
+        tx.run(statements).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// The writes of [`Writer::record_component`], for either backend (run in one transaction).
+pub(crate) fn component_change(
+    channel: &str,
+    action: &str,
+    sha256: &str,
+    wasm: Option<&[u8]>,
+    previous: Option<&str>,
+    now: &str,
+) -> anyhow::Result<Statements> {
+    let mut statements = Statements::default();
+    if let Some(wasm) = wasm {
+        anyhow::ensure!(
+            hex::encode(Sha256::digest(wasm)) == sha256,
+            "the component bytes do not have the SHA-256 {sha256}"
+        );
+        statements
+            .push(
+                "INSERT INTO component_files (sha256, wasm, stored_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             )
             .bind(sha256)
-            .bind(wasm)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query(
+            .bind(wasm.to_vec())
+            .bind(now);
+    }
+    statements
+        .push(
             "INSERT INTO component_changes (channel, action, sha256, previous_sha256, changed_at) \
              VALUES (?, ?, ?, ?, ?)",
         )
         .bind(channel)
         .bind(action)
         .bind(sha256)
-        .bind(previous)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
+        .bind(previous.map(str::to_owned))
+        .bind(now);
+    Ok(statements)
 }
 
 impl Store {
     /// Each channel's decoder as its last recorded change left it, by channel.
     pub async fn installed_components(&self) -> anyhow::Result<Vec<ChannelComponent>> {
-        let rows = sqlx::query(
+        let query = Statements::one(
             "SELECT c.channel, c.sha256, c.previous_sha256, c.changed_at, f.wasm FROM component_changes c \
              LEFT JOIN component_files f ON f.sha256 = c.sha256 \
              WHERE c.id IN (SELECT MAX(id) FROM component_changes GROUP BY channel) ORDER BY c.channel",
-        )
-        .fetch_all(self.db.sqlite()?)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|row| ChannelComponent {
-                channel: row.get("channel"),
-                sha256: row.get("sha256"),
-                wasm: row.get("wasm"),
-                previous_sha256: row.get("previous_sha256"),
-                changed_at: row.get("changed_at"),
+        );
+        self.db
+            .rows(query, |row| ChannelComponent {
+                channel: row.text("channel"),
+                sha256: row.text("sha256"),
+                wasm: row.opt_bytes("wasm"),
+                previous_sha256: row.opt_text("previous_sha256"),
+                changed_at: row.text("changed_at"),
             })
-            .collect())
+            .await
     }
 
     /// The stored bytes of the component with this SHA-256, if it was ever installed.
     pub async fn component_file(&self, sha256: &str) -> anyhow::Result<Option<Vec<u8>>> {
-        Ok(
-            sqlx::query_scalar("SELECT wasm FROM component_files WHERE sha256 = ?")
-                .bind(sha256)
-                .fetch_optional(self.db.sqlite()?)
-                .await?,
-        )
+        let mut query = Statements::one("SELECT wasm FROM component_files WHERE sha256 = ?");
+        query.bind(sha256);
+        self.db.row(query, |row| row.bytes("wasm")).await
     }
 }

@@ -3,8 +3,8 @@
 
 use crate::statements::Statements;
 use sqlx::Row;
-use sqlx::postgres::{PgPool, PgRow};
-use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::postgres::{PgConnection, PgPool, PgRow};
+use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 
 #[derive(Clone)]
 pub(crate) enum ReadPool {
@@ -19,7 +19,53 @@ pub(crate) trait Columns {
     fn opt_int(&self, column: &str) -> Option<i64>;
     fn text(&self, column: &str) -> String;
     fn opt_text(&self, column: &str) -> Option<String>;
+    fn real(&self, column: &str) -> f64;
     fn bytes(&self, column: &str) -> Vec<u8>;
+    fn opt_bytes(&self, column: &str) -> Option<Vec<u8>>;
+}
+
+/// A connection a write runs on (inside the writer's transaction), SQLite's or PostgreSQL's: what both
+/// backends' writers share is written once over it.
+pub(crate) trait WriteConn {
+    /// Runs the statements in order; returns how many rows they changed.
+    async fn run(&mut self, statements: Statements) -> anyhow::Result<u64>;
+
+    /// The rows of one statement, each mapped by `map`.
+    async fn rows<T>(
+        &mut self,
+        statement: Statements,
+        map: impl Fn(&dyn Columns) -> T,
+    ) -> anyhow::Result<Vec<T>>;
+}
+
+impl WriteConn for SqliteConnection {
+    async fn run(&mut self, statements: Statements) -> anyhow::Result<u64> {
+        statements.sqlite_changes(self).await
+    }
+
+    async fn rows<T>(
+        &mut self,
+        statement: Statements,
+        map: impl Fn(&dyn Columns) -> T,
+    ) -> anyhow::Result<Vec<T>> {
+        let rows = statement.sqlite_conn_rows(self).await?;
+        Ok(rows.iter().map(|row| map(row)).collect())
+    }
+}
+
+impl WriteConn for PgConnection {
+    async fn run(&mut self, statements: Statements) -> anyhow::Result<u64> {
+        statements.pg_changes(self).await
+    }
+
+    async fn rows<T>(
+        &mut self,
+        statement: Statements,
+        map: impl Fn(&dyn Columns) -> T,
+    ) -> anyhow::Result<Vec<T>> {
+        let rows = statement.pg_conn_rows(self).await?;
+        Ok(rows.iter().map(|row| map(row)).collect())
+    }
 }
 
 macro_rules! columns {
@@ -37,7 +83,13 @@ macro_rules! columns {
             fn opt_text(&self, column: &str) -> Option<String> {
                 self.get(column)
             }
+            fn real(&self, column: &str) -> f64 {
+                self.get(column)
+            }
             fn bytes(&self, column: &str) -> Vec<u8> {
+                self.get(column)
+            }
+            fn opt_bytes(&self, column: &str) -> Option<Vec<u8>> {
                 self.get(column)
             }
         }

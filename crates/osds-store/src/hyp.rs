@@ -1,13 +1,14 @@
 //! Storage of the self-sensing (`hyp`) family: append-only reports kept as the shaper's exact payload, event
 //! summaries with the visibility rule, event-level station peaks, and the detector/recorder state.
 
+use crate::db::{Columns, WriteConn};
+use crate::statements::Statements;
 use crate::store::Store;
 use crate::writer::Writer;
 use crate::writer::begin;
 use anyhow::Context;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use sqlx::Row;
 
 /// A peak of one station for one layered metric (`surface:pgaGal`, `underground:intensity`, ...).
 #[derive(Debug, Clone, Deserialize)]
@@ -97,14 +98,25 @@ pub struct HypFilter {
 /// Only events that left `candidate` and that no operator hid are public.
 const PUBLIC: &str = "public = 1 AND hidden = 0";
 
-fn event_row(row: &sqlx::sqlite::SqliteRow) -> HypEventRow {
+fn event_row(row: &dyn Columns) -> HypEventRow {
     HypEventRow {
-        id: row.get("id"),
-        first_at: row.get("first_at"),
-        updated_at: row.get("updated_at"),
-        status: row.get("status"),
-        region: row.get("region"),
-        latest_number: row.get("latest_number"),
+        id: row.text("id"),
+        first_at: row.int("first_at"),
+        updated_at: row.int("updated_at"),
+        status: row.text("status"),
+        region: row.text("region"),
+        latest_number: row.int("latest_number"),
+    }
+}
+
+/// The columns [`event_row`] reads.
+const EVENT_COLUMNS: &str = "id, first_at, updated_at, status, region, latest_number";
+
+fn report_row(row: &dyn Columns) -> HypReportRow {
+    HypReportRow {
+        number: row.int("number"),
+        payload: row.bytes("payload"),
+        sha256: row.text("sha256"),
     }
 }
 
@@ -112,74 +124,9 @@ impl Writer {
     /// Appends one report in a durable transaction. Report numbers run from 1 without gaps; a number that is
     /// taken, or that skips one, is refused (reports are never replaced).
     pub async fn append_hyp_report(&mut self, input: &HypReportInput) -> anyhow::Result<String> {
-        anyhow::ensure!(
-            hyp_core::STATUSES.contains(&input.status.as_str()),
-            "unknown status `{}`",
-            input.status
-        );
-        let sha256 = hex::encode(Sha256::digest(&input.payload));
         self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
-        let latest: Option<i64> =
-            sqlx::query_scalar("SELECT latest_number FROM hyp_events WHERE id = ?")
-                .bind(&input.event_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let expected = latest.unwrap_or(0) + 1;
-        anyhow::ensure!(
-            input.number == expected,
-            "report {} of {}: the next report number is {expected}",
-            input.number,
-            input.event_id
-        );
-        let leaves_candidate = input.status != "candidate";
-        match latest {
-            None => {
-                sqlx::query(
-                    "INSERT INTO hyp_events (id, first_at, updated_at, status, region, public, latest_number) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?)",
-                )
-                .bind(&input.event_id)
-                .bind(input.first_at)
-                .bind(input.reported_at)
-                .bind(&input.status)
-                .bind(input.region.clone().unwrap_or_default())
-                .bind(leaves_candidate)
-                .bind(input.number)
-                .execute(&mut *tx)
-                .await?;
-            }
-            Some(_) => {
-                sqlx::query(
-                    "UPDATE hyp_events SET updated_at = MAX(updated_at, ?), status = ?, latest_number = ?, \
-                     public = MAX(public, ?), region = COALESCE(?, region) WHERE id = ?",
-                )
-                .bind(input.reported_at)
-                .bind(&input.status)
-                .bind(input.number)
-                .bind(leaves_candidate)
-                .bind(&input.region)
-                .bind(&input.event_id)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        sqlx::query(
-            "INSERT INTO hyp_reports (event_id, number, payload, sha256, status, reported_at, recorded_at, shaper, solution) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&input.event_id)
-        .bind(input.number)
-        .bind(&input.payload)
-        .bind(&sha256)
-        .bind(&input.status)
-        .bind(input.reported_at)
-        .bind(input.recorded_at)
-        .bind(&input.shaper)
-        .bind(&input.solution)
-        .execute(&mut *tx)
-        .await?;
-        store_metrics(&mut tx, &input.event_id, &input.metrics).await?;
+        let sha256 = append_report(&mut *tx, input).await?;
         tx.commit().await.context("commit hyp report")?;
         self.checkpoints.committed(1);
         Ok(sha256)
@@ -194,12 +141,7 @@ impl Writer {
     ) -> anyhow::Result<u64> {
         self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
-        let known: Option<i64> = sqlx::query_scalar("SELECT 1 FROM hyp_events WHERE id = ?")
-            .bind(event_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        anyhow::ensure!(known.is_some(), "no hyp event `{event_id}`");
-        let changed = store_metrics(&mut tx, event_id, metrics).await?;
+        let changed = add_metrics(&mut *tx, event_id, metrics).await?;
         tx.commit()
             .await
             .context("commit recovered station peaks")?;
@@ -208,12 +150,7 @@ impl Writer {
 
     /// Withdraws an event from the public API (or brings it back). Returns false when there is no such event.
     pub async fn set_hyp_hidden(&mut self, event_id: &str, hidden: bool) -> anyhow::Result<bool> {
-        let done = sqlx::query("UPDATE hyp_events SET hidden = ? WHERE id = ?")
-            .bind(hidden)
-            .bind(event_id)
-            .execute(&mut self.conn)
-            .await?;
-        Ok(done.rows_affected() > 0)
+        Ok(self.conn.run(set_hidden(event_id, hidden)).await? > 0)
     }
 
     /// Records the latest state of the detector or the recorder.
@@ -223,56 +160,150 @@ impl Writer {
         at: i64,
         state: &serde_json::Value,
     ) -> anyhow::Result<()> {
-        sqlx::query(
-            "INSERT INTO hyp_state (name, updated_at, state) VALUES (?, ?, ?) \
-             ON CONFLICT (name) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state",
-        )
-        .bind(name)
-        .bind(at)
-        .bind(state.to_string())
-        .execute(&mut self.conn)
-        .await?;
-        Ok(())
+        self.conn.run(set_state(name, at, state)).await.map(drop)
     }
+}
+
+/// [`Writer::append_hyp_report`] inside the caller's transaction, on either backend.
+pub(crate) async fn append_report<C: WriteConn>(
+    conn: &mut C,
+    input: &HypReportInput,
+) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        hyp_core::STATUSES.contains(&input.status.as_str()),
+        "unknown status `{}`",
+        input.status
+    );
+    let sha256 = hex::encode(Sha256::digest(&input.payload));
+    let mut query = Statements::one("SELECT latest_number FROM hyp_events WHERE id = ?");
+    query.bind(input.event_id.as_str());
+    let latest: Option<i64> = conn
+        .rows(query, |r| r.int("latest_number"))
+        .await?
+        .into_iter()
+        .next();
+    let expected = latest.unwrap_or(0) + 1;
+    anyhow::ensure!(
+        input.number == expected,
+        "report {} of {}: the next report number is {expected}",
+        input.number,
+        input.event_id
+    );
+    let leaves_candidate = input.status != "candidate";
+    let mut writes = Statements::default();
+    match latest {
+        None => {
+            writes
+                .push(
+                    "INSERT INTO hyp_events (id, first_at, updated_at, status, region, public, latest_number) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(input.event_id.as_str())
+                .bind(input.first_at)
+                .bind(input.reported_at)
+                .bind(input.status.as_str())
+                .bind(input.region.clone().unwrap_or_default())
+                .bind(i64::from(leaves_candidate))
+                .bind(input.number);
+        }
+        Some(_) => {
+            writes
+                .push(
+                    "UPDATE hyp_events SET updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END, \
+                     status = ?, latest_number = ?, public = CASE WHEN ? THEN 1 ELSE public END, \
+                     region = COALESCE(?, region) WHERE id = ?",
+                )
+                .bind(input.reported_at)
+                .bind(input.reported_at)
+                .bind(input.status.as_str())
+                .bind(input.number)
+                .bind(leaves_candidate)
+                .bind(input.region.clone())
+                .bind(input.event_id.as_str());
+        }
+    }
+    writes
+        .push(
+            "INSERT INTO hyp_reports (event_id, number, payload, sha256, status, reported_at, recorded_at, shaper, \
+             solution) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(input.event_id.as_str())
+        .bind(input.number)
+        .bind(input.payload.clone())
+        .bind(sha256.as_str())
+        .bind(input.status.as_str())
+        .bind(input.reported_at)
+        .bind(input.recorded_at)
+        .bind(input.shaper.as_str())
+        .bind(input.solution.clone());
+    conn.run(writes).await?;
+    store_metrics(conn, &input.event_id, &input.metrics).await?;
+    Ok(sha256)
+}
+
+/// [`Writer::add_hyp_station_metrics`] inside the caller's transaction, on either backend.
+pub(crate) async fn add_metrics<C: WriteConn>(
+    conn: &mut C,
+    event_id: &str,
+    metrics: &[StationMetric],
+) -> anyhow::Result<u64> {
+    let mut query = Statements::one("SELECT 1 AS known FROM hyp_events WHERE id = ?");
+    query.bind(event_id);
+    let known = conn.rows(query, |_| ()).await?;
+    anyhow::ensure!(!known.is_empty(), "no hyp event `{event_id}`");
+    store_metrics(conn, event_id, metrics).await
+}
+
+pub(crate) fn set_hidden(event_id: &str, hidden: bool) -> Statements {
+    let mut s = Statements::one("UPDATE hyp_events SET hidden = ? WHERE id = ?");
+    s.bind(i64::from(hidden)).bind(event_id);
+    s
+}
+
+pub(crate) fn set_state(name: &str, at: i64, state: &serde_json::Value) -> Statements {
+    let mut s = Statements::one(
+        "INSERT INTO hyp_state (name, updated_at, state) VALUES (?, ?, ?) \
+         ON CONFLICT (name) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state",
+    );
+    s.bind(name).bind(at).bind(state.to_string());
+    s
 }
 
 /// Adds station peaks to an event: the station joins it, and an event-level peak only grows. Returns how many
 /// peaks were added or raised.
-async fn store_metrics(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+async fn store_metrics<C: WriteConn>(
+    conn: &mut C,
     event_id: &str,
     metrics: &[StationMetric],
 ) -> anyhow::Result<u64> {
     let mut changed = 0;
     for metric in metrics {
-        sqlx::query(
-                "INSERT INTO hyp_stations (event_id, code, name, latitude, longitude) VALUES (?, ?, ?, ?, ?) \
-                 ON CONFLICT (event_id, code) DO UPDATE SET name = COALESCE(excluded.name, name)",
-            )
+        let mut station = Statements::one(
+            "INSERT INTO hyp_stations (event_id, code, name, latitude, longitude) VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (event_id, code) DO UPDATE SET name = COALESCE(excluded.name, hyp_stations.name)",
+        );
+        station
             .bind(event_id)
-            .bind(&metric.station)
-            .bind(&metric.name)
-            .bind(metric.latitude)
-            .bind(metric.longitude)
-            .execute(&mut **tx)
-            .await?;
+            .bind(metric.station.as_str())
+            .bind(metric.name.clone())
+            .bind(Some(metric.latitude))
+            .bind(Some(metric.longitude));
+        conn.run(station).await?;
         // The event-level peak only grows.
-        changed += sqlx::query(
-                "INSERT INTO hyp_station_metrics (event_id, station, metric, peak, source_at, received_at, recovered) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id, station, metric) DO UPDATE SET \
-                 peak = excluded.peak, source_at = excluded.source_at, received_at = excluded.received_at, \
-                 recovered = excluded.recovered WHERE excluded.peak > peak",
-            )
-            .bind(event_id)
-            .bind(&metric.station)
-            .bind(&metric.metric)
-            .bind(metric.peak)
+        let mut peak = Statements::one(
+            "INSERT INTO hyp_station_metrics (event_id, station, metric, peak, source_at, received_at, recovered) \
+             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id, station, metric) DO UPDATE SET \
+             peak = excluded.peak, source_at = excluded.source_at, received_at = excluded.received_at, \
+             recovered = excluded.recovered WHERE excluded.peak > hyp_station_metrics.peak",
+        );
+        peak.bind(event_id)
+            .bind(metric.station.as_str())
+            .bind(metric.metric.as_str())
+            .bind(Some(metric.peak))
             .bind(metric.source_at)
             .bind(metric.received_at)
-            .bind(metric.recovered)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected();
+            .bind(i64::from(metric.recovered));
+        changed += conn.run(peak).await?;
     }
     Ok(changed)
 }
@@ -282,137 +313,138 @@ impl Store {
     pub async fn hyp_events(&self, filter: &HypFilter) -> anyhow::Result<(Vec<HypEventRow>, i64)> {
         let pattern = filter.q.as_deref().map(super::read::like_pattern);
         let clause = format!(
-            "{PUBLIC} AND first_at >= ?1 AND (?2 IS NULL OR first_at < ?2) AND (?3 IS NULL OR id LIKE ?3 ESCAPE '\\')"
+            "{PUBLIC} AND first_at >= ? AND (? IS NULL OR first_at < ?) AND (? IS NULL OR id LIKE ? ESCAPE '\\')"
         );
-        let total: i64 =
-            sqlx::query_scalar(&format!("SELECT COUNT(*) FROM hyp_events WHERE {clause}"))
+        let filtered = |sql: &str| {
+            let mut query = Statements::one(sql);
+            query
                 .bind(filter.from_ms)
                 .bind(filter.to_ms)
-                .bind(&pattern)
-                .fetch_one(self.db.sqlite()?)
-                .await?;
-        let rows = sqlx::query(&format!(
-            "SELECT * FROM hyp_events WHERE {clause} ORDER BY first_at DESC, id LIMIT ?4 OFFSET ?5"
-        ))
-        .bind(filter.from_ms)
-        .bind(filter.to_ms)
-        .bind(&pattern)
-        .bind(filter.limit)
-        .bind((filter.page - 1).saturating_mul(filter.limit))
-        .fetch_all(self.db.sqlite()?)
-        .await?;
-        Ok((rows.iter().map(event_row).collect(), total))
+                .bind(filter.to_ms)
+                .bind(pattern.clone())
+                .bind(pattern.clone());
+            query
+        };
+        let total = self
+            .db
+            .one(
+                filtered(&format!(
+                    "SELECT COUNT(*) AS total FROM hyp_events WHERE {clause}"
+                )),
+                |r| r.int("total"),
+            )
+            .await?;
+        let mut page = filtered(&format!(
+            "SELECT {EVENT_COLUMNS} FROM hyp_events WHERE {clause} ORDER BY first_at DESC, id LIMIT ? OFFSET ?"
+        ));
+        page.bind(filter.limit)
+            .bind((filter.page - 1).saturating_mul(filter.limit));
+        Ok((self.db.rows(page, event_row).await?, total))
     }
 
     /// A public event; hidden, candidate-only and missing events are all `None`.
     pub async fn hyp_event(&self, id: &str) -> anyhow::Result<Option<HypEventRow>> {
-        let row = sqlx::query(&format!(
-            "SELECT * FROM hyp_events WHERE id = ? AND {PUBLIC}"
-        ))
-        .bind(id)
-        .fetch_optional(self.db.sqlite()?)
-        .await?;
-        Ok(row.as_ref().map(event_row))
+        let mut query = Statements::one(&format!(
+            "SELECT {EVENT_COLUMNS} FROM hyp_events WHERE id = ? AND {PUBLIC}"
+        ));
+        query.bind(id);
+        self.db.row(query, event_row).await
     }
 
     /// Every report of an event, by number.
     pub async fn hyp_reports(&self, id: &str) -> anyhow::Result<Vec<HypReportRow>> {
-        let rows = sqlx::query(
+        let mut query = Statements::one(
             "SELECT number, payload, sha256 FROM hyp_reports WHERE event_id = ? ORDER BY number",
-        )
-        .bind(id)
-        .fetch_all(self.db.sqlite()?)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| HypReportRow {
-                number: r.get("number"),
-                payload: r.get("payload"),
-                sha256: r.get("sha256"),
-            })
-            .collect())
+        );
+        query.bind(id);
+        self.db.rows(query, report_row).await
     }
 
     /// One report of an event.
     pub async fn hyp_report(&self, id: &str, number: i64) -> anyhow::Result<Option<HypReportRow>> {
-        let row = sqlx::query(
+        let mut query = Statements::one(
             "SELECT number, payload, sha256 FROM hyp_reports WHERE event_id = ? AND number = ?",
-        )
-        .bind(id)
-        .bind(number)
-        .fetch_optional(self.db.sqlite()?)
-        .await?;
-        Ok(row.map(|r| HypReportRow {
-            number: r.get("number"),
-            payload: r.get("payload"),
-            sha256: r.get("sha256"),
-        }))
+        );
+        query.bind(id).bind(number);
+        self.db.row(query, report_row).await
     }
 
     /// The stations the algorithm associated with an event, with their peaks.
     pub async fn hyp_stations(&self, id: &str) -> anyhow::Result<Vec<HypStationRow>> {
-        let stations = sqlx::query("SELECT * FROM hyp_stations WHERE event_id = ? ORDER BY code")
-            .bind(id)
-            .fetch_all(self.db.sqlite()?)
-            .await?;
-        let metrics = sqlx::query(
-            "SELECT * FROM hyp_station_metrics WHERE event_id = ? ORDER BY station, metric",
-        )
-        .bind(id)
-        .fetch_all(self.db.sqlite()?)
-        .await?;
-        Ok(stations
-            .iter()
-            .map(|s| {
-                let code: String = s.get("code");
-                let latitude: f64 = s.get("latitude");
-                let longitude: f64 = s.get("longitude");
-                HypStationRow {
-                    metrics: metrics
-                        .iter()
-                        .filter(|m| m.get::<String, _>("station") == code)
-                        .map(|m| StationMetric {
-                            station: code.clone(),
-                            name: None,
-                            latitude,
-                            longitude,
-                            metric: m.get("metric"),
-                            peak: m.get("peak"),
-                            source_at: m.get("source_at"),
-                            received_at: m.get("received_at"),
-                            recovered: m.get("recovered"),
-                        })
-                        .collect(),
-                    name: s.get("name"),
-                    code,
-                    latitude,
-                    longitude,
-                }
+        let mut query = Statements::one(
+            "SELECT code, name, latitude, longitude FROM hyp_stations WHERE event_id = ? ORDER BY code",
+        );
+        query.bind(id);
+        let mut stations = self
+            .db
+            .rows(query, |s| HypStationRow {
+                code: s.text("code"),
+                name: s.opt_text("name"),
+                latitude: s.real("latitude"),
+                longitude: s.real("longitude"),
+                metrics: Vec::new(),
             })
-            .collect())
+            .await?;
+        let mut query = Statements::one(
+            "SELECT station, metric, peak, source_at, received_at, recovered FROM hyp_station_metrics \
+             WHERE event_id = ? ORDER BY station, metric",
+        );
+        query.bind(id);
+        let metrics = self
+            .db
+            .rows(query, |m| StationMetric {
+                station: m.text("station"),
+                name: None,
+                latitude: 0.0,
+                longitude: 0.0,
+                metric: m.text("metric"),
+                peak: m.real("peak"),
+                source_at: m.int("source_at"),
+                received_at: m.int("received_at"),
+                recovered: m.int("recovered") != 0,
+            })
+            .await?;
+        for station in &mut stations {
+            station.metrics = metrics
+                .iter()
+                .filter(|m| m.station == station.code)
+                .map(|m| StationMetric {
+                    latitude: station.latitude,
+                    longitude: station.longitude,
+                    ..m.clone()
+                })
+                .collect();
+        }
+        Ok(stations)
     }
 
     /// The latest state recorded under `name` (`detector`, `recorder`).
     pub async fn hyp_state(&self, name: &str) -> anyhow::Result<Option<HypStateRow>> {
-        let row = sqlx::query("SELECT state, updated_at FROM hyp_state WHERE name = ?")
-            .bind(name)
-            .fetch_optional(self.db.sqlite()?)
+        let mut query = Statements::one("SELECT state, updated_at FROM hyp_state WHERE name = ?");
+        query.bind(name);
+        let row = self
+            .db
+            .row(query, |r| (r.text("state"), r.int("updated_at")))
             .await?;
-        Ok(row.and_then(|row| {
-            let state = serde_json::from_str(row.get::<&str, _>("state")).ok()?;
+        Ok(row.and_then(|(state, updated_at)| {
             Some(HypStateRow {
-                state,
-                updated_at: row.get("updated_at"),
+                state: serde_json::from_str(&state).ok()?,
+                updated_at,
             })
         }))
     }
 
     /// The algorithm of the most recent report, if any.
     pub async fn hyp_latest_algorithm(&self) -> anyhow::Result<Option<String>> {
-        let payload: Option<Vec<u8>> =
-            sqlx::query_scalar("SELECT payload FROM hyp_reports ORDER BY recorded_at DESC LIMIT 1")
-                .fetch_optional(self.db.sqlite()?)
-                .await?;
+        let payload = self
+            .db
+            .row(
+                Statements::one(
+                    "SELECT payload FROM hyp_reports ORDER BY recorded_at DESC LIMIT 1",
+                ),
+                |r| r.bytes("payload"),
+            )
+            .await?;
         Ok(payload
             .and_then(|p| serde_json::from_slice::<serde_json::Value>(&p).ok())
             .and_then(|v| v["algorithm"].as_str().map(str::to_string)))
@@ -423,56 +455,49 @@ impl Store {
         &self,
         limit: i64,
     ) -> anyhow::Result<Vec<(String, Vec<u8>, Vec<u8>)>> {
-        let rows = sqlx::query(
+        let mut query = Statements::one(
             "SELECT event_id, number, solution, payload FROM hyp_reports ORDER BY recorded_at DESC LIMIT ?",
-        )
-        .bind(limit)
-        .fetch_all(self.db.sqlite()?)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let label = format!(
-                    "{} report {}",
-                    r.get::<String, _>("event_id"),
-                    r.get::<i64, _>("number")
-                );
-                (label, r.get("solution"), r.get("payload"))
+        );
+        query.bind(limit);
+        self.db
+            .rows(query, |r| {
+                let label = format!("{} report {}", r.text("event_id"), r.int("number"));
+                (label, r.bytes("solution"), r.bytes("payload"))
             })
-            .collect())
+            .await
     }
 
     /// The solution of each event's latest report, for events the latest report left open (`preliminary`,
     /// `tracking`): what a restarted detector must close as `interrupted`.
     pub async fn hyp_open_solutions(&self) -> anyhow::Result<Vec<Vec<u8>>> {
-        Ok(sqlx::query_scalar(
+        let query = Statements::one(
             "SELECT r.solution FROM hyp_events e JOIN hyp_reports r ON r.event_id = e.id AND r.number = e.latest_number \
              WHERE e.status IN ('preliminary', 'tracking') ORDER BY e.first_at",
-        )
-        .fetch_all(self.db.sqlite()?)
-        .await?)
+        );
+        self.db.rows(query, |r| r.bytes("solution")).await
     }
 
     /// The solution of an event's latest report.
     pub async fn hyp_latest_solution(&self, id: &str) -> anyhow::Result<Option<Vec<u8>>> {
-        Ok(sqlx::query_scalar(
+        let mut query = Statements::one(
             "SELECT r.solution FROM hyp_events e JOIN hyp_reports r ON r.event_id = e.id AND r.number = e.latest_number \
              WHERE e.id = ?",
-        )
-        .bind(id)
-        .fetch_optional(self.db.sqlite()?)
-        .await?)
+        );
+        query.bind(id);
+        self.db.row(query, |r| r.bytes("solution")).await
     }
 
     /// Events, public events and reports in the hyp archive.
     pub async fn hyp_counts(&self) -> anyhow::Result<(i64, i64, i64)> {
-        let row = sqlx::query(&format!(
+        let query = Statements::one(&format!(
             "SELECT (SELECT COUNT(*) FROM hyp_events) AS events, \
              (SELECT COUNT(*) FROM hyp_events WHERE {PUBLIC}) AS public, \
              (SELECT COUNT(*) FROM hyp_reports) AS reports"
-        ))
-        .fetch_one(self.db.sqlite()?)
-        .await?;
-        Ok((row.get("events"), row.get("public"), row.get("reports")))
+        ));
+        self.db
+            .one(query, |r| {
+                (r.int("events"), r.int("public"), r.int("reports"))
+            })
+            .await
     }
 }

@@ -9,12 +9,13 @@
 //! and reads the next id after taking it, so ids commit in id order with no gap and a version two ingesters
 //! received is archived once (docs/design.md, "Several ingesters", says why).
 
-use crate::db::ReadPool;
+use crate::db::{ReadPool, WriteConn};
+use crate::hyp;
 use crate::records;
 use crate::served::SERVED_FORMAT;
 use crate::statements::Statements;
 use crate::writer::{IngestSummary, ReadContext, VersionContext, archive_batch};
-use crate::{Incoming, Store};
+use crate::{HypReportInput, Incoming, StationMetric, Store};
 use anyhow::Context;
 use osds_time::now_rfc3339;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
@@ -212,6 +213,64 @@ impl PgWriter {
         Ok(id)
     }
 
+    /// Appends one hyp report in a durable transaction (see `Writer::append_hyp_report`).
+    pub async fn append_hyp_report(&mut self, input: &HypReportInput) -> anyhow::Result<String> {
+        let mut tx = Connection::begin(&mut self.conn).await?;
+        let sha256 = hyp::append_report(&mut *tx, input).await?;
+        tx.commit().await.context("commit hyp report")?;
+        Ok(sha256)
+    }
+
+    /// Adds recovered station peaks to a hyp event (see `Writer::add_hyp_station_metrics`).
+    pub async fn add_hyp_station_metrics(
+        &mut self,
+        event_id: &str,
+        metrics: &[StationMetric],
+    ) -> anyhow::Result<u64> {
+        let mut tx = Connection::begin(&mut self.conn).await?;
+        let changed = hyp::add_metrics(&mut *tx, event_id, metrics).await?;
+        tx.commit()
+            .await
+            .context("commit recovered station peaks")?;
+        Ok(changed)
+    }
+
+    /// Withdraws a hyp event from the public API (or brings it back); false when there is no such event.
+    pub async fn set_hyp_hidden(&mut self, event_id: &str, hidden: bool) -> anyhow::Result<bool> {
+        Ok(self.conn.run(hyp::set_hidden(event_id, hidden)).await? > 0)
+    }
+
+    /// Records the latest state of the detector or the recorder.
+    pub async fn set_hyp_state(
+        &mut self,
+        name: &str,
+        at: i64,
+        state: &serde_json::Value,
+    ) -> anyhow::Result<()> {
+        self.conn
+            .run(hyp::set_state(name, at, state))
+            .await
+            .map(drop)
+    }
+
+    /// Records a component put in service (see `Writer::record_component`).
+    pub async fn record_component(
+        &mut self,
+        channel: &str,
+        action: &str,
+        sha256: &str,
+        wasm: Option<&[u8]>,
+        previous: Option<&str>,
+        now: &str,
+    ) -> anyhow::Result<()> {
+        let statements =
+            crate::components::component_change(channel, action, sha256, wasm, previous, now)?;
+        let mut tx = Connection::begin(&mut self.conn).await?;
+        tx.run(statements).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Archives a batch of frames in one durable transaction, under the archiving lock.
     pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
         let mut tx = Connection::begin(&mut self.conn).await?;
@@ -292,6 +351,7 @@ mod tests {
     use crate::test_archive::frames;
     use crate::test_postgres::Cluster;
     use crate::{Store, UnitKind, UnitRecord};
+    use sha2::Digest;
     use sqlx::{PgConnection, SqlitePool};
 
     /// Frames of every kind a batch holds: new versions (events begun, revised, an origin learnt later), the
@@ -402,6 +462,65 @@ mod tests {
         pg_writer.outage_end("fj").await.unwrap();
         lite_writer.add_counter("heartbeats", 3).await.unwrap();
         pg_writer.add_counter("heartbeats", 3).await.unwrap();
+        for input in hyp_reports() {
+            assert_eq!(
+                lite_writer.append_hyp_report(&input).await.unwrap(),
+                pg_writer.append_hyp_report(&input).await.unwrap()
+            );
+        }
+        let skipping = HypReportInput {
+            number: 9,
+            ..hyp_reports().remove(0)
+        };
+        assert!(lite_writer.append_hyp_report(&skipping).await.is_err());
+        assert!(pg_writer.append_hyp_report(&skipping).await.is_err());
+        let recovered = [metric("N.HKDH", "surface:pgaGal", 40.0, true)];
+        assert_eq!(
+            lite_writer
+                .add_hyp_station_metrics("hyp:1", &recovered)
+                .await
+                .unwrap(),
+            pg_writer
+                .add_hyp_station_metrics("hyp:1", &recovered)
+                .await
+                .unwrap()
+        );
+        assert!(
+            pg_writer
+                .add_hyp_station_metrics("hyp:none", &recovered)
+                .await
+                .is_err()
+        );
+        assert!(lite_writer.set_hyp_hidden("hyp:2", true).await.unwrap());
+        assert!(pg_writer.set_hyp_hidden("hyp:2", true).await.unwrap());
+        assert!(!pg_writer.set_hyp_hidden("hyp:none", true).await.unwrap());
+        let state = serde_json::json!({"running": true, "stations": 3});
+        lite_writer
+            .set_hyp_state("detector", 1_700_000_000_000, &state)
+            .await
+            .unwrap();
+        pg_writer
+            .set_hyp_state("detector", 1_700_000_000_000, &state)
+            .await
+            .unwrap();
+        let wasm = b"\0asm not really".to_vec();
+        let sha = hex::encode(sha2::Sha256::digest(&wasm));
+        for writer_changes in [true, false] {
+            let (channel, action, wasm, previous) = if writer_changes {
+                ("cq", "install", Some(wasm.as_slice()), None)
+            } else {
+                ("cq", "rollback", None, Some(sha.as_str()))
+            };
+            let at = "2024-01-03T00:00:00Z";
+            lite_writer
+                .record_component(channel, action, &sha, wasm, previous, at)
+                .await
+                .unwrap();
+            pg_writer
+                .record_component(channel, action, &sha, wasm, previous, at)
+                .await
+                .unwrap();
+        }
         let pg = open_store(&url).await.unwrap();
         Twins {
             _cluster: cluster,
@@ -411,6 +530,49 @@ mod tests {
             pg,
             deliveries: batch.iter().map(|f| f.units.len() as i64).sum(),
         }
+    }
+
+    fn metric(station: &str, metric: &str, peak: f64, recovered: bool) -> StationMetric {
+        StationMetric {
+            station: station.into(),
+            name: Some(format!("{station} town")),
+            latitude: 43.5,
+            longitude: 141.25,
+            metric: metric.into(),
+            peak,
+            source_at: 1_700_000_000_000,
+            received_at: 1_700_000_000_500,
+            recovered,
+        }
+    }
+
+    /// Reports of three hyp events: one that goes public and is revised, one hidden later, one that stays a
+    /// candidate.
+    fn hyp_reports() -> Vec<HypReportInput> {
+        let report = |event: &str, number: i64, status: &str, at: i64| HypReportInput {
+            event_id: event.into(),
+            number,
+            status: status.into(),
+            first_at: 1_700_000_000_000,
+            reported_at: at,
+            recorded_at: at + 5,
+            region: (number == 1).then(|| "Hokkaido".to_string()),
+            payload: format!("{{\"event\":\"{event}\",\"n\":{number},\"algorithm\":\"a\"}}")
+                .into_bytes(),
+            shaper: "shaper@0".into(),
+            solution: format!("{{\"solution\":{number}}}").into_bytes(),
+            metrics: vec![
+                metric("N.HKDH", "surface:pgaGal", 10.0 * number as f64, false),
+                metric("N.SPRH", "underground:intensity", 1.5, false),
+            ],
+        };
+        vec![
+            report("hyp:1", 1, "candidate", 1_700_000_001_000),
+            report("hyp:1", 2, "preliminary", 1_700_000_002_000),
+            report("hyp:2", 1, "preliminary", 1_700_000_001_500),
+            report("hyp:1", 3, "finalized", 1_700_000_000_500),
+            report("hyp:3", 1, "candidate", 1_700_000_003_000),
+        ]
     }
 
     #[tokio::test]
@@ -556,6 +718,41 @@ mod tests {
             canary_payloads("cq", &["odd".to_string()], 50)
         );
         both!("canary, no claims", canary_payloads("cq", &[], 50));
+        for q in [None, Some("hyp:1".to_string()), Some("%".to_string())] {
+            let filter = crate::HypFilter {
+                q,
+                from_ms: 0,
+                to_ms: None,
+                page: 1,
+                limit: 10,
+            };
+            both!("hyp events", hyp_events(&filter));
+        }
+        let window = crate::HypFilter {
+            from_ms: 1_700_000_000_000,
+            to_ms: Some(1_700_000_000_001),
+            page: 1,
+            limit: 1,
+            q: None,
+        };
+        both!("hyp events in a window", hyp_events(&window));
+        for id in ["hyp:1", "hyp:2", "hyp:3", "hyp:none"] {
+            both!("a hyp event", hyp_event(id));
+            both!("hyp reports", hyp_reports(id));
+            both!("a hyp report", hyp_report(id, 2));
+            both!("hyp stations", hyp_stations(id));
+            both!("a latest solution", hyp_latest_solution(id));
+        }
+        assert_eq!(both!("hyp counts", hyp_counts()), (3, 1, 5));
+        both!("detector state", hyp_state("detector"));
+        both!("no recorder state", hyp_state("recorder"));
+        both!("latest algorithm", hyp_latest_algorithm());
+        both!("recent solutions", hyp_recent_solutions(3));
+        both!("open solutions", hyp_open_solutions());
+        let installed = both!("installed components", installed_components());
+        assert_eq!(installed.len(), 1);
+        both!("a component file", component_file(&installed[0].sha256));
+        both!("no component file", component_file("0"));
         // Sessions and outages carry the time they were written: the rest must agree.
         let sessions = |rows: Vec<crate::SessionRow>| {
             rows.into_iter()

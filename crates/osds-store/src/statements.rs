@@ -137,11 +137,19 @@ impl Statements {
 
     /// Runs every statement, in order, in one round trip.
     pub(crate) async fn execute(self, conn: &mut SqliteConnection) -> anyhow::Result<()> {
-        if !self.list.is_empty() {
-            let (sql, args) = self.sqlite();
-            sqlx::query_with(&sql, args).execute(conn).await?;
+        self.sqlite_changes(conn).await.map(drop)
+    }
+
+    /// Runs every statement, in order, in one round trip; returns how many rows they changed.
+    pub(crate) async fn sqlite_changes(self, conn: &mut SqliteConnection) -> anyhow::Result<u64> {
+        if self.list.is_empty() {
+            return Ok(0);
         }
-        Ok(())
+        let (sql, args) = self.sqlite();
+        Ok(sqlx::query_with(&sql, args)
+            .execute(conn)
+            .await?
+            .rows_affected())
     }
 
     /// The rows of the one statement, read from a SQLite pool.
@@ -170,11 +178,39 @@ impl Statements {
 
     /// Runs every statement, in order, on PostgreSQL.
     pub(crate) async fn pg_execute(self, conn: &mut PgConnection) -> anyhow::Result<()> {
+        self.pg_changes(conn).await.map(drop)
+    }
+
+    /// Runs every statement, in order, on PostgreSQL; returns how many rows they changed.
+    pub(crate) async fn pg_changes(self, conn: &mut PgConnection) -> anyhow::Result<u64> {
+        let mut changed = 0;
         for statement in self.list {
             let (sql, args) = numbered(statement)?;
-            sqlx::query_with(&sql, args).execute(&mut *conn).await?;
+            changed += sqlx::query_with(&sql, args)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
         }
-        Ok(())
+        Ok(changed)
+    }
+
+    /// The rows of the one statement, read on a SQLite connection.
+    pub(crate) async fn sqlite_conn_rows(
+        self,
+        conn: &mut SqliteConnection,
+    ) -> anyhow::Result<Vec<SqliteRow>> {
+        let (sql, args) = self.sqlite();
+        Ok(sqlx::query_with(&sql, args).fetch_all(conn).await?)
+    }
+
+    /// The rows of the one statement, read on a PostgreSQL connection.
+    pub(crate) async fn pg_conn_rows(
+        mut self,
+        conn: &mut PgConnection,
+    ) -> anyhow::Result<Vec<PgRow>> {
+        anyhow::ensure!(self.list.len() == 1, "a read is one statement");
+        let (sql, args) = numbered(self.list.remove(0))?;
+        Ok(sqlx::query_with(&sql, args).fetch_all(conn).await?)
     }
 }
 
