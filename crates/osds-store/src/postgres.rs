@@ -1,9 +1,10 @@
 //! The archive on PostgreSQL (`postgres://` database URLs), for deployments that outgrow one machine: several
 //! ingesters may archive into one database at once.
 //!
-//! What is here so far: the schema (`migrations-postgres/`) and the archiving writer, which shares every decision
-//! about what to write with the SQLite writer (`writer.rs`: deliveries, versions, texts, events) and differs in
-//! how ids are handed out. The service does not open PostgreSQL archives yet (`osds serve` refuses the URL).
+//! Here: the schema (`migrations-postgres/`), one ingester's writer ([`PgWriter`], which shares every decision
+//! about what to write with the SQLite writer and differs in how ids are handed out) and the read side
+//! ([`open_store`]). docs/design.md, "Several ingesters", says what is done and what is not; the service does
+//! not open PostgreSQL archives yet (`osds serve` refuses the URL).
 //!
 //! Ids across ingesters: every archiving transaction takes `ARCHIVING_LOCK` first and holds it until it ends,
 //! and reads the next id after taking it, so ids commit in id order with no gap and a version two ingesters
