@@ -15,8 +15,10 @@ use crate::hyp;
 use crate::records;
 use crate::served::SERVED_FORMAT;
 use crate::statements::Statements;
-use crate::writer::{IngestSummary, ReadContext, VersionContext, archive_batch};
-use crate::{HypReportInput, Incoming, StationMetric, Store};
+use crate::writer::{
+    IngestSummary, ReadContext, RecoverySummary, VersionContext, archive_batch, recover_in,
+};
+use crate::{HypReportInput, Incoming, Recovered, StationMetric, Store};
 use anyhow::Context;
 use osds_time::now_rfc3339;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
@@ -214,6 +216,19 @@ impl PgWriter {
         Ok(id)
     }
 
+    /// Appends the versions recovered from unparsed deliveries (see `Writer::recover`), under the archiving
+    /// lock like any version.
+    pub async fn recover(&mut self, items: &[Recovered]) -> anyhow::Result<RecoverySummary> {
+        let mut tx = Connection::begin(&mut self.conn).await?;
+        sqlx::query(ARCHIVING_LOCK).execute(&mut *tx).await?;
+        let summary = recover_in(&mut *tx, items).await?;
+        tx.commit().await.context("commit recovery transaction")?;
+        if let Some(&last) = summary.new_versions.last() {
+            self.high_water = self.high_water.max(last);
+        }
+        Ok(summary)
+    }
+
     /// Appends one hyp report in a durable transaction (see `Writer::append_hyp_report`).
     pub async fn append_hyp_report(&mut self, input: &HypReportInput) -> anyhow::Result<String> {
         let mut tx = Connection::begin(&mut self.conn).await?;
@@ -385,6 +400,7 @@ mod tests {
             message: "not a report".into(),
         }));
         all.push(unit(UnitKind::Ignored));
+        all.push(unit(UnitKind::Ignored));
         all
     }
 
@@ -455,6 +471,34 @@ mod tests {
             let from_pg = pg_writer.ingest(chunk).await.unwrap();
             assert_eq!(from_lite, from_pg, "batch {i}");
         }
+        // A later decoder recovers the last ignored unit (the last delivery) as a new version, and the first
+        // version's identity from the unparsed one (two before): a duplicate. The other ignored one is left.
+        let deliveries: i64 = batch.iter().map(|f| f.units.len() as i64).sum();
+        let recovered = |delivery_id: i64, identity: String| {
+            let mut report = match &frames(session, 99..=99)[0].units[0].kind {
+                UnitKind::Report { report, .. } => report.clone(),
+                _ => unreachable!(),
+            };
+            report.event_id = "cq:recovered".into();
+            Recovered {
+                delivery_id,
+                received_at: "2024-01-02T00:00:00Z".into(),
+                source: "cq".into(),
+                identity,
+                report,
+                decoder_name: "later".into(),
+                decoder_sha256: "1".repeat(64),
+            }
+        };
+        let items = [
+            recovered(deliveries, "recovered".repeat(7)),
+            recovered(deliveries - 2, format!("{:064}", 1)),
+        ];
+        let from_lite = lite_writer.recover(&items).await.unwrap();
+        let from_pg = pg_writer.recover(&items).await.unwrap();
+        assert_eq!(from_lite, from_pg);
+        assert_eq!((from_pg.new_versions.len(), from_pg.duplicates), (1, 1));
+        assert_eq!(pg_writer.recover(&items).await.unwrap(), Default::default());
         for (source, reason) in [("cq", "no socket"), ("fj", "no socket either")] {
             lite_writer.outage_begin(source, reason).await.unwrap();
             pg_writer.outage_begin(source, reason).await.unwrap();
@@ -529,7 +573,7 @@ mod tests {
             dir,
             lite,
             pg,
-            deliveries: batch.iter().map(|f| f.units.len() as i64).sum(),
+            deliveries,
         }
     }
 
@@ -664,7 +708,7 @@ mod tests {
         let twins = twins("reads").await;
         let (lite, pg) = (&twins.lite, &twins.pg);
         let horizon = lite.high_water().await.unwrap();
-        assert_eq!(horizon, 46);
+        assert_eq!(horizon, 47, "46 versions and a recovered one");
         assert_eq!(pg.high_water().await.unwrap(), horizon);
         let alike = |what: &str, a: String, b: String| assert_eq!(a, b, "{what}");
         macro_rules! both {
@@ -676,7 +720,7 @@ mod tests {
             }};
         }
         let all = both!("all texts", served_between(0, horizon, 1000));
-        assert_eq!(all.len(), 46);
+        assert_eq!(all.len(), 47);
         both!("a slice", served_between(5, 20, 7));
         both!("a channel", source_served_between("cq", 0, horizon, 1000));
         both!(
@@ -754,6 +798,34 @@ mod tests {
         assert_eq!(installed.len(), 1);
         both!("a component file", component_file(&installed[0].sha256));
         both!("no component file", component_file("0"));
+        for (tags, source, since) in [
+            (vec![], None, None),
+            (vec!["odd".to_string()], None, None),
+            (vec!["odd".to_string()], Some("fj".to_string()), None),
+            (
+                vec![],
+                Some("cq".to_string()),
+                Some("2030-01-01T00:00:00Z".to_string()),
+            ),
+        ] {
+            let filter = crate::UnparsedFilter {
+                ignored_tags: tags,
+                source,
+                since,
+                until: None,
+            };
+            both!("unparsed deliveries", unparsed_deliveries(&filter, 0, 10));
+            both!("unparsed count", count_unparsed(&filter));
+        }
+        let odd = crate::UnparsedFilter {
+            ignored_tags: vec!["odd".to_string()],
+            ..Default::default()
+        };
+        let left = pg.unparsed_deliveries(&odd, 0, 10).await.unwrap();
+        assert_eq!(
+            left.iter().map(|u| u.delivery_id).collect::<Vec<_>>(),
+            [twins.deliveries - 1]
+        );
         // Sessions and outages carry the time they were written: the rest must agree.
         let sessions = |rows: Vec<crate::SessionRow>| {
             rows.into_iter()

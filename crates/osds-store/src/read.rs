@@ -1,7 +1,7 @@
 //! Read queries of the archive, returning typed rows (`rows.rs`).
 
 use crate::counts::{ArchiveCounts, Listed, MatchList};
-use crate::db::Columns;
+use crate::db::{Columns, ReadPool};
 use crate::rows::{
     DeliveryRow, EventRow, EventVersions, MonthRow, OutageRow, ServedReport, SessionRow, VersionRow,
 };
@@ -67,13 +67,34 @@ fn archived_unit(row: &dyn Columns) -> ArchivedUnit {
 const CATCH_UP_VERSIONS: i64 = 4096;
 
 /// Unparsed deliveries, and ignored ones of the given `type` tags, that no later decoder recovered, of an
-/// optional source and reception-time range (binds: the tags as a JSON array, source twice, since twice, until
-/// twice). An ignored delivery has no source: the tags given are the source's.
-const STILL_UNPARSED: &str = "(d.outcome = 'unparsed' \
-        OR (d.outcome = 'ignored' AND d.type_tag IN (SELECT value FROM json_each(?)))) \
-     AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
-     AND (? IS NULL OR d.source = ? OR d.outcome = 'ignored') \
-     AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?)";
+/// optional source and reception-time range (binds, by [`bind_unparsed`]: the tags as a JSON array, source
+/// twice, since twice, until twice). An ignored delivery has no source: the tags given are the source's.
+fn still_unparsed(db: &ReadPool) -> String {
+    // The JSON array's elements as rows: each database's own function.
+    let tags = match db {
+        ReadPool::Sqlite(_) => "SELECT value FROM json_each(?)",
+        ReadPool::Postgres(_) => "SELECT jsonb_array_elements_text(CAST(? AS jsonb))",
+    };
+    format!(
+        "(d.outcome = 'unparsed' OR (d.outcome = 'ignored' AND d.type_tag IN ({tags}))) \
+         AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
+         AND (? IS NULL OR d.source = ? OR d.outcome = 'ignored') \
+         AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?)"
+    )
+}
+
+/// Binds [`still_unparsed`]'s values.
+fn bind_unparsed(query: &mut Statements, filter: &UnparsedFilter) -> anyhow::Result<()> {
+    query
+        .bind(serde_json::to_string(&filter.ignored_tags)?)
+        .bind(filter.source.clone())
+        .bind(filter.source.clone())
+        .bind(filter.since.clone())
+        .bind(filter.since.clone())
+        .bind(filter.until.clone())
+        .bind(filter.until.clone());
+    Ok(())
+}
 
 /// Which unparsed deliveries `osds reparse` goes through.
 #[derive(Debug, Default, Clone)]
@@ -795,39 +816,26 @@ impl Store {
         after: i64,
         limit: i64,
     ) -> anyhow::Result<Vec<ArchivedUnit>> {
-        let rows = sqlx::query(&format!(
+        let mut query = Statements::one(&format!(
             "SELECT d.id, d.received_at, d.unit_index, d.type_tag, d.source, p.bytes FROM deliveries d \
              JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
-             WHERE d.id > ? AND {STILL_UNPARSED} ORDER BY d.id LIMIT ?"
-        ))
-        .bind(after)
-        .bind(serde_json::to_string(&filter.ignored_tags)?)
-        .bind(&filter.source)
-        .bind(&filter.source)
-        .bind(&filter.since)
-        .bind(&filter.since)
-        .bind(&filter.until)
-        .bind(&filter.until)
-        .bind(limit)
-        .fetch_all(self.db.sqlite()?)
-        .await?;
-        Ok(rows.iter().map(|row| archived_unit(row)).collect())
+             WHERE d.id > ? AND {} ORDER BY d.id LIMIT ?",
+            still_unparsed(&self.db)
+        ));
+        query.bind(after);
+        bind_unparsed(&mut query, filter)?;
+        query.bind(limit);
+        self.db.rows(query, archived_unit).await
     }
 
     /// How many deliveries [`Store::unparsed_deliveries`] would go through.
     pub async fn count_unparsed(&self, filter: &UnparsedFilter) -> anyhow::Result<i64> {
-        Ok(sqlx::query_scalar(&format!(
-            "SELECT COUNT(*) FROM deliveries d WHERE {STILL_UNPARSED}"
-        ))
-        .bind(serde_json::to_string(&filter.ignored_tags)?)
-        .bind(&filter.source)
-        .bind(&filter.source)
-        .bind(&filter.since)
-        .bind(&filter.since)
-        .bind(&filter.until)
-        .bind(&filter.until)
-        .fetch_one(self.db.sqlite()?)
-        .await?)
+        let mut query = Statements::one(&format!(
+            "SELECT COUNT(*) AS unparsed FROM deliveries d WHERE {}",
+            still_unparsed(&self.db)
+        ));
+        bind_unparsed(&mut query, filter)?;
+        self.db.one(query, |r| r.int("unparsed")).await
     }
 
     pub async fn counter(&self, name: &str) -> anyhow::Result<i64> {

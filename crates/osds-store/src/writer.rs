@@ -2,6 +2,7 @@
 //! learns the new high-water mark (docs/design.md: commit, then publish).
 
 use crate::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT_PAGES};
+use crate::db::WriteConn;
 use crate::ids::{HORIZON, IdReservation};
 use crate::records;
 use crate::rows::{ReportRow, ServedReport};
@@ -251,66 +252,7 @@ impl Writer {
     pub async fn recover(&mut self, items: &[Recovered]) -> anyhow::Result<RecoverySummary> {
         self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
-        let mut summary = RecoverySummary::default();
-        let now = now_rfc3339();
-        for item in items {
-            let done: Option<i64> =
-                sqlx::query_scalar("SELECT 1 FROM reparses WHERE delivery_id = ?")
-                    .bind(item.delivery_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if done.is_some() {
-                continue;
-            }
-            let event_key = event_key(&item.source, &item.report.event_id);
-            let context = tx
-                .version_context(
-                    Statements::default(),
-                    &item.source,
-                    &item.identity,
-                    &event_key,
-                )
-                .await?;
-            let mut statements = Statements::default();
-            let (report_id, outcome) = match context.existing {
-                Some(id) => {
-                    summary.duplicates += 1;
-                    (id, "duplicate")
-                }
-                None => {
-                    let id = context.next_id;
-                    let _ = store_version(
-                        &mut statements,
-                        &context,
-                        &NewVersion {
-                            id,
-                            delivery_id: item.delivery_id,
-                            event_key: &event_key,
-                            source: &item.source,
-                            identity: &item.identity,
-                            report: &item.report,
-                            received_at: &item.received_at,
-                            decoder_name: &item.decoder_name,
-                            decoder_sha256: &item.decoder_sha256,
-                        },
-                    )?;
-                    summary.new_versions.push(id);
-                    (id, "new-version")
-                }
-            };
-            statements
-                .push(
-                    "INSERT INTO reparses (delivery_id, report_id, event_key, outcome, decoder, reparsed_at) \
-                     VALUES (?, ?, ?, ?, ?, ?)",
-                )
-                .bind(item.delivery_id)
-                .bind(report_id)
-                .bind(event_key)
-                .bind(outcome)
-                .bind(format!("{}@{}", item.decoder_name, item.decoder_sha256))
-                .bind(now.clone());
-            statements.execute(&mut tx).await?;
-        }
+        let summary = recover_in(&mut *tx, items).await?;
         if let Some(&last) = summary.new_versions.last() {
             self.ids.cover(last)?;
         }
@@ -413,6 +355,71 @@ impl Writer {
     pub async fn add_counter(&mut self, name: &str, by: i64) -> anyhow::Result<()> {
         records::add_counter(name, by).execute(&mut self.conn).await
     }
+}
+
+/// [`Writer::recover`] inside the caller's archiving transaction, on either backend.
+pub(crate) async fn recover_in<C: ReadContext + WriteConn>(
+    conn: &mut C,
+    items: &[Recovered],
+) -> anyhow::Result<RecoverySummary> {
+    let mut summary = RecoverySummary::default();
+    let now = now_rfc3339();
+    for item in items {
+        let mut done = Statements::one("SELECT 1 AS done FROM reparses WHERE delivery_id = ?");
+        done.bind(item.delivery_id);
+        if !conn.rows(done, |_| ()).await?.is_empty() {
+            continue;
+        }
+        let event_key = event_key(&item.source, &item.report.event_id);
+        let context = conn
+            .version_context(
+                Statements::default(),
+                &item.source,
+                &item.identity,
+                &event_key,
+            )
+            .await?;
+        let mut statements = Statements::default();
+        let (report_id, outcome) = match context.existing {
+            Some(id) => {
+                summary.duplicates += 1;
+                (id, "duplicate")
+            }
+            None => {
+                let id = context.next_id;
+                let _ = store_version(
+                    &mut statements,
+                    &context,
+                    &NewVersion {
+                        id,
+                        delivery_id: item.delivery_id,
+                        event_key: &event_key,
+                        source: &item.source,
+                        identity: &item.identity,
+                        report: &item.report,
+                        received_at: &item.received_at,
+                        decoder_name: &item.decoder_name,
+                        decoder_sha256: &item.decoder_sha256,
+                    },
+                )?;
+                summary.new_versions.push(id);
+                (id, "new-version")
+            }
+        };
+        statements
+            .push(
+                "INSERT INTO reparses (delivery_id, report_id, event_key, outcome, decoder, reparsed_at) \
+                 VALUES (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(item.delivery_id)
+            .bind(report_id)
+            .bind(event_key)
+            .bind(outcome)
+            .bind(format!("{}@{}", item.decoder_name, item.decoder_sha256))
+            .bind(now.clone());
+        conn.run(statements).await?;
+    }
+    Ok(summary)
 }
 
 /// Archives a batch of frames inside the caller's archiving transaction: their bytes, a delivery per unit, and
