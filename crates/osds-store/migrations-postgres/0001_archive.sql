@@ -97,6 +97,7 @@ CREATE TABLE report_texts (
 
 CREATE TABLE events (
     id                TEXT PRIMARY KEY,
+    rid               BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,  -- SQLite's rowid: keys the kept /events lists
     source            TEXT NOT NULL,
     source_event_id   TEXT NOT NULL,
     origin_at         TEXT,

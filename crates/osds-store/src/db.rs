@@ -99,8 +99,8 @@ columns!(SqliteRow);
 columns!(PgRow);
 
 impl ReadPool {
-    /// The SQLite pool, for the reads written for SQLite alone so far (an archive on PostgreSQL cannot be
-    /// served yet: `open` refuses its URL).
+    /// The SQLite pool, for tests that look at SQLite's own plans and rows.
+    #[cfg(test)]
     pub(crate) fn sqlite(&self) -> anyhow::Result<&SqlitePool> {
         match self {
             ReadPool::Sqlite(pool) => Ok(pool),
@@ -139,6 +139,23 @@ impl ReadPool {
         self.row(statement, map)
             .await?
             .ok_or_else(|| anyhow::anyhow!("the statement returned no row"))
+    }
+
+    /// The integer that keys an event in the kept `/events` lists: SQLite's `rowid`, PostgreSQL's `rid`.
+    pub(crate) fn event_key_column(&self) -> &'static str {
+        match self {
+            ReadPool::Sqlite(_) => "rowid",
+            ReadPool::Postgres(_) => "rid",
+        }
+    }
+
+    /// A join that keeps the loops in the order written: SQLite's `CROSS JOIN` (its planner would otherwise
+    /// walk a whole index to save a sort); PostgreSQL has no such hint and a plain `JOIN`.
+    pub(crate) fn ordered_join(&self) -> &'static str {
+        match self {
+            ReadPool::Sqlite(_) => "CROSS JOIN",
+            ReadPool::Postgres(_) => "JOIN",
+        }
     }
 
     /// The commit horizon in this database's SQL (see `ids.rs`).

@@ -798,6 +798,45 @@ mod tests {
         assert_eq!(installed.len(), 1);
         both!("a component file", component_file(&installed[0].sha256));
         both!("no component file", component_file("0"));
+        let filter = |source: Option<&str>, q: Option<&str>, min: Option<f64>, page: i64| {
+            crate::EventFilter {
+                source: source.map(str::to_string),
+                from_ms: None,
+                to_ms: None,
+                q: q.map(str::to_string),
+                min_magnitude: min,
+                page,
+                limit: 5,
+            }
+        };
+        let mut filters = vec![
+            filter(None, None, None, 1),
+            filter(None, None, None, 3),
+            filter(None, None, None, 99),
+            filter(Some("cq"), None, Some(4.0), 2),
+            filter(Some("fj"), None, None, 1),
+            filter(None, None, Some(5.0), 1),
+            filter(None, Some("epicentre 4"), None, 1),
+            filter(None, Some("100%_"), None, 1),
+        ];
+        filters.push(crate::EventFilter {
+            from_ms: osds_time::parse_ms("2024-01-02T00:00:00Z"),
+            to_ms: osds_time::parse_ms("2024-01-03T12:00:00Z"),
+            ..filter(None, None, None, 1)
+        });
+        for filter in &filters {
+            let listed = |page: crate::EventPage| (format!("{:?}", page.items), page.total);
+            let a = listed(lite.events(filter, horizon).await.unwrap());
+            let b = listed(pg.events(filter, horizon).await.unwrap());
+            assert_eq!(a, b, "{filter:?}");
+            let (matches, binds) = crate::read::filter_sql(filter);
+            let by_offset = listed(
+                pg.offset_events(filter, horizon, &matches, &binds)
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(by_offset, b, "by offset: {filter:?}");
+        }
         for (tags, source, since) in [
             (vec![], None, None),
             (vec!["odd".to_string()], None, None),

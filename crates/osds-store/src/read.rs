@@ -6,10 +6,8 @@ use crate::rows::{
     DeliveryRow, EventRow, EventVersions, MonthRow, OutageRow, ServedReport, SessionRow, VersionRow,
 };
 use crate::rows::{REPORT_COLUMNS, report_row};
-use crate::statements::Statements;
+use crate::statements::{Statements, Value as Bind};
 use crate::store::Store;
-use serde_json::{Value, json};
-use sqlx::Row;
 
 /// Filters of `/events`, already validated.
 #[derive(Debug, Default, Clone)]
@@ -118,37 +116,88 @@ pub struct DeliveryPage {
     pub next_cursor: i64,
 }
 
+/// The filter's condition on `e` (`1 = 1` for none) and the values of its `?`s.
+pub(crate) fn filter_sql(filter: &EventFilter) -> (String, Vec<Bind>) {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut binds: Vec<Bind> = Vec::new();
+    if let Some(source) = &filter.source {
+        clauses.push("e.source = ?");
+        binds.push(source.clone().into());
+    }
+    if let Some(from) = filter.from_ms {
+        clauses.push("e.origin_ms >= ?");
+        binds.push(from.into());
+    }
+    if let Some(to) = filter.to_ms {
+        clauses.push("e.origin_ms < ?");
+        binds.push(to.into());
+    }
+    if let Some(min) = filter.min_magnitude {
+        clauses.push("e.magnitude >= ?");
+        binds.push(Some(min).into());
+    }
+    if let Some(q) = &filter.q {
+        clauses.push(
+            "(e.epicenter LIKE ? ESCAPE '\\' OR e.source_event_id LIKE ? ESCAPE '\\' \
+             OR e.upstream_ids LIKE ? ESCAPE '\\')",
+        );
+        let pattern = like_pattern(q);
+        binds.extend([
+            pattern.clone().into(),
+            pattern.clone().into(),
+            pattern.into(),
+        ]);
+    }
+    if clauses.is_empty() {
+        ("1 = 1".to_string(), binds)
+    } else {
+        (clauses.join(" AND "), binds)
+    }
+}
+
 /// An event's columns and its latest version's served text (`report_texts` joined as `t`).
 const EVENT_COLUMNS: &str = "e.id AS e_id, e.source AS e_source, e.source_event_id, e.origin_at AS e_origin_at, e.report_count, \
      e.missing_revisions, t.json AS latest_json";
 
 /// The events versions in (`?`, `?`] changed (found from the versions by id, never by walking events), each
 /// with whether it matches `matches_sql` now; the condition's own `?` come first.
-fn changed_events_sql(matches_sql: &str) -> String {
+fn changed_events_sql(db: &ReadPool, matches_sql: &str) -> String {
     format!(
-        "SELECT e.rowid, e.sort_ms, e.last_report_id, CASE WHEN {matches_sql} THEN 1 ELSE 0 END FROM events e \
-         WHERE e.id IN (SELECT event_key FROM reports WHERE id > ? AND id <= ?)"
+        "SELECT e.{key} AS rid, e.sort_ms, e.last_report_id, CASE WHEN {matches_sql} THEN 1 ELSE 0 END AS matches \
+         FROM events e WHERE e.id IN (SELECT event_key FROM reports WHERE id > ? AND id <= ?)",
+        key = db.event_key_column()
     )
 }
 
-/// A page of the events `where_sql` selects, by `LIMIT ? OFFSET ?`: the page's rowids first, from an index that
+/// A page of the events `where_sql` selects, by `LIMIT ? OFFSET ?`: the page's keys first, from an index that
 /// holds every filtered column in list order (a deep OFFSET skips index entries, not rows); then their columns.
-/// CROSS JOIN keeps that order of the loops: left to itself, SQLite 3.46 walked the whole list index to save
-/// sorting 100 rows, looking up every event's text (200-600 ms a page without a channel filter).
-fn offset_page_sql(where_sql: &str) -> String {
+/// On SQLite CROSS JOIN keeps that order of the loops: left to itself, SQLite 3.46 walked the whole list index
+/// to save sorting 100 rows, looking up every event's text (200-600 ms a page without a channel filter).
+fn offset_page_sql(db: &ReadPool, where_sql: &str) -> String {
     format!(
-        "SELECT {EVENT_COLUMNS} FROM (SELECT e.rowid AS rid FROM events e {where_sql} \
+        "SELECT {EVENT_COLUMNS} FROM (SELECT e.{key} AS rid FROM events e {where_sql} \
          ORDER BY e.sort_ms DESC, e.last_report_id DESC LIMIT ? OFFSET ?) page \
-         CROSS JOIN events e ON e.rowid = page.rid CROSS JOIN report_texts t ON t.id = e.latest_report_id \
-         ORDER BY e.sort_ms DESC, e.last_report_id DESC"
+         {join} events e ON e.{key} = page.rid {join} report_texts t ON t.id = e.latest_report_id \
+         ORDER BY e.sort_ms DESC, e.last_report_id DESC",
+        key = db.event_key_column(),
+        join = db.ordered_join()
     )
 }
 
-/// The events whose rowids a JSON array lists, in its order (a slice of a kept list).
-fn listed_page_sql() -> String {
+/// The events whose keys a JSON array lists, in its order (a slice of a kept list).
+fn listed_page_sql(db: &ReadPool) -> String {
+    let (page, key) = match db {
+        ReadPool::Sqlite(_) => ("json_each(?) page", "page.value"),
+        ReadPool::Postgres(_) => (
+            "jsonb_array_elements_text(CAST(? AS jsonb)) WITH ORDINALITY AS page(value, key)",
+            "CAST(page.value AS BIGINT)",
+        ),
+    };
     format!(
-        "SELECT {EVENT_COLUMNS} FROM json_each(?) page CROSS JOIN events e ON e.rowid = page.value \
-         CROSS JOIN report_texts t ON t.id = e.latest_report_id ORDER BY page.key"
+        "SELECT {EVENT_COLUMNS} FROM {page} {join} events e ON e.{column} = {key} \
+         {join} report_texts t ON t.id = e.latest_report_id ORDER BY page.key",
+        column = db.event_key_column(),
+        join = db.ordered_join()
     )
 }
 
@@ -321,36 +370,7 @@ impl Store {
     /// A page of events and the filter's total. `horizon` is [`Store::high_water`], read by the caller before
     /// (a total is kept for the horizon it is known to be current at).
     pub async fn events(&self, filter: &EventFilter, horizon: i64) -> anyhow::Result<EventPage> {
-        let mut clauses: Vec<&str> = Vec::new();
-        let mut binds: Vec<Value> = Vec::new();
-        if let Some(source) = &filter.source {
-            clauses.push("e.source = ?");
-            binds.push(json!(source));
-        }
-        if let Some(from) = filter.from_ms {
-            clauses.push("e.origin_ms >= ?");
-            binds.push(json!(from));
-        }
-        if let Some(to) = filter.to_ms {
-            clauses.push("e.origin_ms < ?");
-            binds.push(json!(to));
-        }
-        if let Some(min) = filter.min_magnitude {
-            clauses.push("e.magnitude >= ?");
-            binds.push(json!(min));
-        }
-        if let Some(q) = &filter.q {
-            clauses.push("(e.epicenter LIKE ? ESCAPE '\\' OR e.source_event_id LIKE ? ESCAPE '\\' OR e.upstream_ids LIKE ? ESCAPE '\\')");
-            let pattern = like_pattern(q);
-            binds.extend([json!(pattern), json!(pattern), json!(pattern)]);
-        }
-        let (matches_sql, where_sql) = if clauses.is_empty() {
-            ("1".to_string(), String::new())
-        } else {
-            let all = clauses.join(" AND ");
-            (all.clone(), format!("WHERE {all}"))
-        };
-
+        let (matches_sql, binds) = filter_sql(filter);
         let key = filter.count_key();
         if let Some(page) = self
             .listed_events(filter, horizon, &key, &matches_sql, &binds)
@@ -358,6 +378,21 @@ impl Store {
         {
             return Ok(page);
         }
+        self.offset_events(filter, horizon, &matches_sql, &binds)
+            .await
+    }
+
+    /// [`Store::events`] without a kept list (one too long to keep): the total counted (kept for the horizon)
+    /// and the page read by offset.
+    pub(crate) async fn offset_events(
+        &self,
+        filter: &EventFilter,
+        horizon: i64,
+        matches_sql: &str,
+        binds: &[Bind],
+    ) -> anyhow::Result<EventPage> {
+        let key = filter.count_key();
+        let where_sql = format!("WHERE {matches_sql}");
         let kept = self
             .event_totals
             .lock()
@@ -366,12 +401,13 @@ impl Store {
         let total = match kept {
             Some(total) => total,
             None => {
-                let count_sql = format!("SELECT COUNT(*) FROM events e {where_sql}");
-                let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
-                for bind in &binds {
-                    count = bind_value(count, bind);
+                let mut count = Statements::one(&format!(
+                    "SELECT COUNT(*) AS total FROM events e {where_sql}"
+                ));
+                for bind in binds {
+                    count.bind(bind.clone());
                 }
-                let total = count.fetch_one(self.db.sqlite()?).await?;
+                let total = self.db.one(count, |r| r.int("total")).await?;
                 self.event_totals
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -379,20 +415,14 @@ impl Store {
                 total
             }
         };
-
-        let list_sql = offset_page_sql(&where_sql);
-        let mut list = sqlx::query(&list_sql);
-        for bind in &binds {
-            list = bind_value_query(list, bind);
+        let mut list = Statements::one(&offset_page_sql(&self.db, &where_sql));
+        for bind in binds {
+            list.bind(bind.clone());
         }
         let offset = (filter.page - 1).saturating_mul(filter.limit);
-        let rows = list
-            .bind(filter.limit)
-            .bind(offset)
-            .fetch_all(self.db.sqlite()?)
-            .await?;
+        list.bind(filter.limit).bind(offset);
         Ok(EventPage {
-            items: rows.iter().map(|row| event_row(row)).collect(),
+            items: self.db.rows(list, event_row).await?,
             total,
         })
     }
@@ -408,7 +438,7 @@ impl Store {
         horizon: i64,
         key: &str,
         matches_sql: &str,
-        binds: &[Value],
+        binds: &[Bind],
     ) -> anyhow::Result<Option<EventPage>> {
         let lock = || {
             self.event_matches
@@ -478,16 +508,15 @@ impl Store {
             .take(limit)
             .map(|event| event.rowid)
             .collect();
-        let rows = if page.is_empty() {
+        let items = if page.is_empty() {
             Vec::new()
         } else {
-            sqlx::query(&listed_page_sql())
-                .bind(serde_json::to_string(&page)?)
-                .fetch_all(self.db.sqlite()?)
-                .await?
+            let mut query = Statements::one(&listed_page_sql(&self.db));
+            query.bind(serde_json::to_string(&page)?);
+            self.db.rows(query, event_row).await?
         };
         Ok(Some(EventPage {
-            items: rows.iter().map(|row| event_row(row)).collect(),
+            items,
             total: list.events.len() as i64,
         }))
     }
@@ -508,17 +537,19 @@ impl Store {
         &self,
         horizon: i64,
         matches_sql: &str,
-        binds: &[Value],
+        binds: &[Bind],
     ) -> anyhow::Result<MatchList> {
         let sql = format!(
-            "SELECT group_concat(rid || ',' || sort_ms || ',' || last_id, ',' ORDER BY sort_ms DESC, last_id DESC) FROM \
-             (SELECT e.rowid AS rid, e.sort_ms, e.last_report_id AS last_id FROM events e WHERE {matches_sql})"
+            "SELECT string_agg(CAST(rid AS TEXT) || ',' || CAST(sort_ms AS TEXT) || ',' || CAST(last_id AS TEXT), \
+             ',' ORDER BY sort_ms DESC, last_id DESC) AS list FROM \
+             (SELECT e.{} AS rid, e.sort_ms, e.last_report_id AS last_id FROM events e WHERE {matches_sql}) AS matching",
+            self.db.event_key_column()
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = Statements::one(&sql);
         for bind in binds {
-            query = bind_value_query(query, bind);
+            query.bind(bind.clone());
         }
-        let found: Option<String> = query.fetch_one(self.db.sqlite()?).await?.get(0);
+        let found = self.db.one(query, |r| r.opt_text("list")).await?;
         let numbers: Vec<i64> = found
             .unwrap_or_default()
             .split(',')
@@ -549,31 +580,25 @@ impl Store {
         after: i64,
         horizon: i64,
         matches_sql: &str,
-        binds: &[Value],
+        binds: &[Bind],
     ) -> anyhow::Result<Vec<(Listed, bool)>> {
-        let sql = changed_events_sql(matches_sql);
-        let mut query = sqlx::query(&sql);
+        let mut query = Statements::one(&changed_events_sql(&self.db, matches_sql));
         for bind in binds {
-            query = bind_value_query(query, bind);
+            query.bind(bind.clone());
         }
-        let rows = query
-            .bind(after)
-            .bind(horizon)
-            .fetch_all(self.db.sqlite()?)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|row| {
+        query.bind(after).bind(horizon);
+        self.db
+            .rows(query, |row| {
                 (
                     Listed {
-                        rowid: row.get(0),
-                        sort_ms: row.get(1),
-                        last_id: row.get(2),
+                        rowid: row.int("rid"),
+                        sort_ms: row.int("sort_ms"),
+                        last_id: row.int("last_report_id"),
                     },
-                    row.get::<i64, _>(3) == 1,
+                    row.int("matches") == 1,
                 )
             })
-            .collect())
+            .await
     }
 
     /// The event with every stored version in revision order (several versions of one revision by id), each
@@ -847,40 +872,20 @@ impl Store {
     }
 }
 
-type ScalarQuery<'q> =
-    sqlx::query::QueryScalar<'q, sqlx::Sqlite, i64, sqlx::sqlite::SqliteArguments<'q>>;
-type PlainQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
-
-fn bind_value<'q>(query: ScalarQuery<'q>, value: &Value) -> ScalarQuery<'q> {
-    match value {
-        Value::Number(n) if n.is_i64() => query.bind(n.as_i64()),
-        Value::Number(n) => query.bind(n.as_f64()),
-        other => query.bind(other.as_str().unwrap_or_default().to_string()),
-    }
-}
-
-fn bind_value_query<'q>(query: PlainQuery<'q>, value: &Value) -> PlainQuery<'q> {
-    match value {
-        Value::Number(n) if n.is_i64() => query.bind(n.as_i64()),
-        Value::Number(n) => query.bind(n.as_f64()),
-        other => query.bind(other.as_str().unwrap_or_default().to_string()),
-    }
-}
-
 #[cfg(test)]
 mod plan_tests {
     use super::*;
     use crate::test_archive::archive;
+    use sqlx::Row;
 
     /// The steps of SQLite's plan for `sql` (its own version, the one built into the binary).
-    async fn plan(store: &Store, sql: &str, binds: &[Value]) -> Vec<String> {
-        let explain = format!("EXPLAIN QUERY PLAN {sql}");
-        let mut query = sqlx::query(&explain);
+    async fn plan(store: &Store, sql: &str, binds: Vec<Bind>) -> Vec<String> {
+        let mut query = Statements::one(&format!("EXPLAIN QUERY PLAN {sql}"));
         for bind in binds {
-            query = bind_value_query(query, bind);
+            query.bind(bind);
         }
         query
-            .fetch_all(store.db.sqlite().unwrap())
+            .sqlite_rows(store.db.sqlite().unwrap())
             .await
             .unwrap()
             .iter()
@@ -891,20 +896,21 @@ mod plan_tests {
     #[tokio::test]
     async fn an_event_page_looks_up_its_own_events_only() {
         let (store, _writer, dir) = archive("event-plans", 30).await;
-        let pages = [
-            (offset_page_sql(""), vec![json!(100), json!(200)]),
+        let db = &store.db;
+        let pages: [(String, Vec<Bind>); 4] = [
+            (offset_page_sql(db, ""), vec![100.into(), 200.into()]),
             (
-                offset_page_sql("WHERE e.origin_ms >= ? AND e.magnitude >= ?"),
-                vec![json!(0), json!(3.0), json!(100), json!(200)],
+                offset_page_sql(db, "WHERE e.origin_ms >= ? AND e.magnitude >= ?"),
+                vec![0.into(), Some(3.0).into(), 100.into(), 200.into()],
             ),
             (
-                offset_page_sql("WHERE e.source = ?"),
-                vec![json!("cq"), json!(100), json!(200)],
+                offset_page_sql(db, "WHERE e.source = ?"),
+                vec!["cq".into(), 100.into(), 200.into()],
             ),
-            (listed_page_sql(), vec![json!("[3,1,2]")]),
+            (listed_page_sql(db), vec!["[3,1,2]".into()]),
         ];
         for (sql, binds) in pages {
-            let steps = plan(&store, &sql, &binds).await;
+            let steps = plan(&store, &sql, binds).await;
             assert!(
                 steps
                     .iter()
@@ -919,11 +925,11 @@ mod plan_tests {
     #[tokio::test]
     async fn a_kept_list_is_caught_up_from_the_new_versions_without_walking_events() {
         let (store, _writer, dir) = archive("catch-up-plan", 30).await;
-        let sql = changed_events_sql("e.source = ? AND e.magnitude >= ?");
+        let sql = changed_events_sql(&store.db, "e.source = ? AND e.magnitude >= ?");
         let steps = plan(
             &store,
             &sql,
-            &[json!("cq"), json!(4.0), json!(10), json!(20)],
+            vec!["cq".into(), Some(4.0).into(), 10.into(), 20.into()],
         )
         .await;
         assert!(
@@ -942,6 +948,7 @@ mod listed_events_tests {
     use super::*;
     use crate::test_archive::archive;
     use crate::{Incoming, UnitKind, UnitRecord};
+    use sqlx::Row;
     use wolfx_core::Report;
 
     /// A version of `event` ("channel/event id") on its channel; `n` makes it distinct.
@@ -1019,29 +1026,29 @@ mod listed_events_tests {
     /// What the filter lists, by plain SQL: ids in list order.
     async fn expected(store: &Store, filter: &EventFilter) -> Vec<String> {
         let mut sql = String::from("SELECT id FROM events WHERE 1");
-        let mut binds = Vec::new();
+        let mut binds: Vec<Bind> = Vec::new();
         if let Some(source) = &filter.source {
             sql.push_str(" AND source = ?");
-            binds.push(json!(source));
+            binds.push(source.clone().into());
         }
         if let Some(from) = filter.from_ms {
             sql.push_str(" AND origin_ms >= ?");
-            binds.push(json!(from));
+            binds.push(from.into());
         }
         if let Some(min) = filter.min_magnitude {
             sql.push_str(" AND magnitude >= ?");
-            binds.push(json!(min));
+            binds.push(Some(min).into());
         }
         if let Some(q) = &filter.q {
             sql.push_str(" AND instr(epicenter, ?) > 0");
-            binds.push(json!(q));
+            binds.push(q.clone().into());
         }
         sql.push_str(" ORDER BY sort_ms DESC, last_report_id DESC");
-        let mut query = sqlx::query(&sql);
-        for bind in &binds {
-            query = bind_value_query(query, bind);
+        let mut query = Statements::one(&sql);
+        for bind in binds {
+            query.bind(bind);
         }
-        let rows = query.fetch_all(store.db.sqlite().unwrap()).await.unwrap();
+        let rows = query.sqlite_rows(store.db.sqlite().unwrap()).await.unwrap();
         rows.iter().map(|row| row.get(0)).collect()
     }
 
