@@ -6,6 +6,11 @@ use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgPool, PgRow};
 use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 
+/// Whether `url` names a PostgreSQL database.
+pub(crate) fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
 #[derive(Clone)]
 pub(crate) enum ReadPool {
     Sqlite(SqlitePool),
@@ -162,7 +167,7 @@ impl ReadPool {
     pub(crate) fn horizon(&self) -> &'static str {
         match self {
             ReadPool::Sqlite(_) => crate::ids::HORIZON,
-            ReadPool::Postgres(_) => crate::postgres::HORIZON,
+            ReadPool::Postgres(_) => crate::ids::POSTGRES_HORIZON,
         }
     }
 

@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 pub(crate) const HORIZON: &str =
     "MAX((SELECT COALESCE(MAX(id), 0) FROM reports), (SELECT id_floor FROM archive))";
 
+/// [`HORIZON`] in PostgreSQL's SQL.
+pub(crate) const POSTGRES_HORIZON: &str =
+    "GREATEST((SELECT COALESCE(MAX(id), 0) FROM reports), (SELECT id_floor FROM archive))";
+
 /// Ids reserved at once: one synced write per 1,024 report versions.
 const BLOCK: i64 = 1024;
 

@@ -57,7 +57,7 @@ impl Store {
 /// file name (`postgres://host/db` would otherwise quietly make a SQLite file under `postgres:/`).
 pub(crate) fn sqlite_options(what: &str, url: &str) -> anyhow::Result<SqliteConnectOptions> {
     anyhow::ensure!(
-        !crate::postgres::is_postgres_url(url),
+        !crate::db::is_postgres_url(url),
         "{what} `{url}` is a PostgreSQL database: this release keeps its archive in SQLite only \
          (PostgreSQL support is being built)"
     );

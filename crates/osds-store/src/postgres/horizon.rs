@@ -1,0 +1,91 @@
+//! The horizon across processes: a commit that archived versions notifies it (`LISTEN/NOTIFY`), and followers
+//! in any process wake on it.
+
+use crate::ids::POSTGRES_HORIZON as HORIZON;
+use anyhow::Context;
+use sqlx::ConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions};
+use std::str::FromStr;
+
+/// The channel a commit that archived versions notifies, with the new horizon as its payload.
+const HORIZON_CHANNEL: &str = "osds_horizon";
+
+/// A pause before listening again after the server could not be reached.
+const LISTEN_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Follows the archive's horizon as any ingester's commits move it, from any process: the receiver holds the
+/// highest report id known committed. Notifications only wake: what a follower sends it reads from the
+/// archive, in id order up to this horizon, so a late or lost notification never reorders or skips a report.
+/// One lost with the connection is made up for by reading the horizon once the listener is back.
+pub async fn watch_horizon(url: &str) -> anyhow::Result<tokio::sync::watch::Receiver<i64>> {
+    let options = PgConnectOptions::from_str(url)
+        .with_context(|| format!("database url `{url}`"))?
+        .disable_statement_logging();
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options)
+        .await
+        .with_context(|| format!("open database {url}"))?;
+    let mut listener = PgListener::connect_with(&pool).await?;
+    listener.listen(HORIZON_CHANNEL).await?;
+    // Read once listening: a commit before this is in the read, one after it is notified.
+    let (sender, receiver) = tokio::sync::watch::channel(read_horizon(&pool).await?);
+    let raise = move |sender: &tokio::sync::watch::Sender<i64>, horizon: i64| {
+        sender.send_if_modified(|known| {
+            let higher = horizon > *known;
+            *known = (*known).max(horizon);
+            higher
+        });
+    };
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                next = listener.try_recv() => next,
+                () = sender.closed() => return,
+            };
+            match next {
+                Ok(Some(notification)) => match notification.payload().parse() {
+                    Ok(horizon) => raise(&sender, horizon),
+                    Err(_) => tracing::warn!(
+                        payload = notification.payload(),
+                        "a horizon notification that is not a report id"
+                    ),
+                },
+                // The connection was lost and is back (listening again): what it missed is in a read now.
+                Ok(None) => match read_horizon(&pool).await {
+                    Ok(horizon) => raise(&sender, horizon),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not read the horizon after reconnecting")
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "lost the horizon notifications; listening again");
+                    tokio::time::sleep(LISTEN_RETRY).await;
+                }
+            }
+        }
+    });
+    Ok(receiver)
+}
+
+async fn read_horizon(pool: &sqlx::PgPool) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(&format!("SELECT {HORIZON}"))
+        .fetch_one(pool)
+        .await?)
+}
+
+/// Adds the notification of a commit that archived versions up to `last` (delivered when it commits, in commit
+/// order; see [`watch_horizon`]).
+pub(super) async fn notify_horizon(
+    conn: &mut PgConnection,
+    last: Option<i64>,
+) -> anyhow::Result<()> {
+    if let Some(last) = last {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(HORIZON_CHANNEL)
+            .bind(last.to_string())
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
+}
