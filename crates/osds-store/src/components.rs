@@ -21,21 +21,28 @@ pub struct ChannelComponent {
     pub changed_at: String,
 }
 
+/// A decoder put in service on a running server.
+pub struct ComponentChange {
+    pub channel: String,
+    /// `install` or `rollback`.
+    pub action: &'static str,
+    pub sha256: String,
+    /// The bytes, for an installed component.
+    pub wasm: Option<Vec<u8>>,
+    /// What a rollback would put back after this change.
+    pub previous: Option<String>,
+    /// When it is made: the install time the running service shows, recorded as it is so that a restart
+    /// shows the same.
+    pub changed_at: String,
+}
+
 impl Writer {
-    /// Records that `channel` is now decoded by the component with SHA-256 `sha256` (`action`: `install` or
-    /// `rollback`) since `now`, with `previous` the SHA-256 a rollback would restore. `wasm`, its bytes, is
-    /// stored once per SHA-256 (a rollback names a component stored before, or a built-in one).
-    pub async fn record_component(
-        &mut self,
-        channel: &str,
-        action: &str,
-        sha256: &str,
-        wasm: Option<&[u8]>,
-        previous: Option<&str>,
-        now: &str,
-    ) -> anyhow::Result<()> {
+    /// Records that `change.channel` is now decoded by the component with SHA-256 `change.sha256` since
+    /// `change.changed_at`. Its bytes, for an installed component, are stored once per SHA-256 (a rollback
+    /// names a component stored before, or a built-in one).
+    pub async fn record_component(&mut self, change: &ComponentChange) -> anyhow::Result<()> {
         self.settled = false;
-        let statements = component_change(channel, action, sha256, wasm, previous, now)?;
+        let statements = component_change(change)?;
         let mut tx = sqlx::Connection::begin(&mut self.conn).await?;
         tx.run(statements).await?;
         tx.commit().await?;
@@ -44,38 +51,32 @@ impl Writer {
 }
 
 /// The writes of [`Writer::record_component`], for either backend (run in one transaction).
-pub(crate) fn component_change(
-    channel: &str,
-    action: &str,
-    sha256: &str,
-    wasm: Option<&[u8]>,
-    previous: Option<&str>,
-    now: &str,
-) -> anyhow::Result<Statements> {
+pub(crate) fn component_change(change: &ComponentChange) -> anyhow::Result<Statements> {
     let mut statements = Statements::default();
-    if let Some(wasm) = wasm {
+    if let Some(wasm) = &change.wasm {
         anyhow::ensure!(
-            hex::encode(Sha256::digest(wasm)) == sha256,
-            "the component bytes do not have the SHA-256 {sha256}"
+            hex::encode(Sha256::digest(wasm)) == change.sha256,
+            "the component bytes do not have the SHA-256 {}",
+            change.sha256
         );
         statements
             .push(
                 "INSERT INTO component_files (sha256, wasm, stored_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             )
-            .bind(sha256)
-            .bind(wasm.to_vec())
-            .bind(now);
+            .bind(change.sha256.as_str())
+            .bind(wasm.clone())
+            .bind(change.changed_at.as_str());
     }
     statements
         .push(
             "INSERT INTO component_changes (channel, action, sha256, previous_sha256, changed_at) \
              VALUES (?, ?, ?, ?, ?)",
         )
-        .bind(channel)
-        .bind(action)
-        .bind(sha256)
-        .bind(previous.map(str::to_owned))
-        .bind(now);
+        .bind(change.channel.as_str())
+        .bind(change.action)
+        .bind(change.sha256.as_str())
+        .bind(change.previous.clone())
+        .bind(change.changed_at.as_str());
     Ok(statements)
 }
 

@@ -53,7 +53,7 @@ impl WriteConn for SqliteConnection {
         statement: Statements,
         map: impl Fn(&dyn Columns) -> T,
     ) -> anyhow::Result<Vec<T>> {
-        let rows = statement.sqlite_conn_rows(self).await?;
+        let rows = statement.sqlite_rows(self).await?;
         Ok(rows.iter().map(|row| map(row)).collect())
     }
 }
@@ -68,7 +68,7 @@ impl WriteConn for PgConnection {
         statement: Statements,
         map: impl Fn(&dyn Columns) -> T,
     ) -> anyhow::Result<Vec<T>> {
-        let rows = statement.pg_conn_rows(self).await?;
+        let rows = statement.pg_rows(self).await?;
         Ok(rows.iter().map(|row| map(row)).collect())
     }
 }
@@ -109,7 +109,7 @@ impl ReadPool {
     pub(crate) fn sqlite(&self) -> anyhow::Result<&SqlitePool> {
         match self {
             ReadPool::Sqlite(pool) => Ok(pool),
-            ReadPool::Postgres(_) => anyhow::bail!("this read is not written for PostgreSQL yet"),
+            ReadPool::Postgres(_) => anyhow::bail!("not a SQLite store"),
         }
     }
 

@@ -28,7 +28,7 @@ mod writer;
 mod writer_task;
 
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
-pub use components::ChannelComponent;
+pub use components::{ChannelComponent, ComponentChange};
 pub use counts::ArchiveCounts;
 pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary, FrameImage};
 pub use hyp::*;
@@ -40,6 +40,5 @@ pub use writer::{
     Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
 };
 pub use writer_task::{
-    CommitHook, ComponentChange, DEFAULT_QUEUE_BYTES, WriteFailure, WriteHealth, WriteMonitor,
-    WriterTask,
+    CommitHook, DEFAULT_QUEUE_BYTES, WriteFailure, WriteHealth, WriteMonitor, WriterTask,
 };

@@ -5,8 +5,8 @@
 //! (each round trip wakes two threads; on this machine that was most of a commit's time). PostgreSQL prepares
 //! one statement at a time, so there each runs on its own, its `?`s numbered `$1`, `$2`, ...
 
-use sqlx::postgres::{PgArguments, PgConnection, PgPool, PgRow};
-use sqlx::sqlite::{SqliteArguments, SqlitePool, SqliteRow};
+use sqlx::postgres::{PgArguments, PgConnection, PgRow, Postgres};
+use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteRow};
 use sqlx::{Arguments, SqliteConnection};
 
 /// A bound value, typed as the column it goes to.
@@ -122,13 +122,8 @@ impl Statements {
     /// Runs every statement, in order, in one round trip, and returns the first row they produce (the last
     /// statement's, when only it selects). Every row is read: a statement stopped after its first row stays
     /// open and holds a read snapshot past the commit, which keeps WAL checkpoints from completing.
-    pub(crate) async fn fetch_one(
-        self,
-        conn: &mut SqliteConnection,
-    ) -> anyhow::Result<sqlx::sqlite::SqliteRow> {
-        let (sql, args) = self.sqlite();
-        sqlx::query_with(&sql, args)
-            .fetch_all(conn)
+    pub(crate) async fn fetch_one(self, conn: &mut SqliteConnection) -> anyhow::Result<SqliteRow> {
+        self.sqlite_rows(conn)
             .await?
             .into_iter()
             .next()
@@ -152,17 +147,23 @@ impl Statements {
             .rows_affected())
     }
 
-    /// The rows of the one statement, read from a SQLite pool.
-    pub(crate) async fn sqlite_rows(self, pool: &SqlitePool) -> anyhow::Result<Vec<SqliteRow>> {
+    /// The rows of the one statement, read from a SQLite pool or connection.
+    pub(crate) async fn sqlite_rows<'c, E>(self, executor: E) -> anyhow::Result<Vec<SqliteRow>>
+    where
+        E: sqlx::Executor<'c, Database = Sqlite>,
+    {
         let (sql, args) = self.sqlite();
-        Ok(sqlx::query_with(&sql, args).fetch_all(pool).await?)
+        Ok(sqlx::query_with(&sql, args).fetch_all(executor).await?)
     }
 
-    /// The rows of the one statement, read from a PostgreSQL pool.
-    pub(crate) async fn pg_rows(mut self, pool: &PgPool) -> anyhow::Result<Vec<PgRow>> {
+    /// The rows of the one statement, read from a PostgreSQL pool or connection.
+    pub(crate) async fn pg_rows<'c, E>(mut self, executor: E) -> anyhow::Result<Vec<PgRow>>
+    where
+        E: sqlx::Executor<'c, Database = Postgres>,
+    {
         anyhow::ensure!(self.list.len() == 1, "a read is one statement");
         let (sql, args) = numbered(self.list.remove(0))?;
-        Ok(sqlx::query_with(&sql, args).fetch_all(pool).await?)
+        Ok(sqlx::query_with(&sql, args).fetch_all(executor).await?)
     }
 
     /// Runs every statement, in order, on PostgreSQL, and returns the last one's row.
@@ -192,25 +193,6 @@ impl Statements {
                 .rows_affected();
         }
         Ok(changed)
-    }
-
-    /// The rows of the one statement, read on a SQLite connection.
-    pub(crate) async fn sqlite_conn_rows(
-        self,
-        conn: &mut SqliteConnection,
-    ) -> anyhow::Result<Vec<SqliteRow>> {
-        let (sql, args) = self.sqlite();
-        Ok(sqlx::query_with(&sql, args).fetch_all(conn).await?)
-    }
-
-    /// The rows of the one statement, read on a PostgreSQL connection.
-    pub(crate) async fn pg_conn_rows(
-        mut self,
-        conn: &mut PgConnection,
-    ) -> anyhow::Result<Vec<PgRow>> {
-        anyhow::ensure!(self.list.len() == 1, "a read is one statement");
-        let (sql, args) = numbered(self.list.remove(0))?;
-        Ok(sqlx::query_with(&sql, args).fetch_all(conn).await?)
     }
 }
 

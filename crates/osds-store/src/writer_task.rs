@@ -1,6 +1,7 @@
 //! The writer task: owns the [`Writer`], commits frames in groups (one durable commit for whatever queued up
 //! meanwhile), and only after a commit publishes the new high-water mark to live subscribers.
 
+use crate::components::ComponentChange;
 use crate::rows::ServedReport;
 use crate::writer::{Incoming, IngestSummary, Writer};
 use osds_time::now_rfc3339;
@@ -101,21 +102,6 @@ impl Write {
         }
         Ok(None)
     }
-}
-
-/// A decoder put in service on a running server (see `components.rs`).
-pub struct ComponentChange {
-    pub channel: String,
-    /// `install` or `rollback`.
-    pub action: &'static str,
-    pub sha256: String,
-    /// The bytes, for an installed component.
-    pub wasm: Option<Vec<u8>>,
-    /// What a rollback would put back after this change.
-    pub previous: Option<String>,
-    /// When it is made: the install time the running service shows, recorded as it is so that a restart
-    /// shows the same.
-    pub changed_at: String,
 }
 
 /// Called by the archive task with each commit's new versions (consecutive ids, with their served texts) before
@@ -396,16 +382,7 @@ async fn run(
             }
             Command::RecordComponent { change, reply } => {
                 // The operator waits for the answer: a failure is theirs to see, not to be retried here.
-                let recorded = writer
-                    .record_component(
-                        &change.channel,
-                        change.action,
-                        &change.sha256,
-                        change.wasm.as_deref(),
-                        change.previous.as_deref(),
-                        &change.changed_at,
-                    )
-                    .await;
+                let recorded = writer.record_component(&change).await;
                 let _ = reply.send(recorded);
             }
             Command::Close(reply) => {

@@ -3,9 +3,7 @@
 
 use crate::ids::POSTGRES_HORIZON as HORIZON;
 use anyhow::Context;
-use sqlx::ConnectOptions;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions};
-use std::str::FromStr;
+use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions};
 
 /// The channel a commit that archived versions notifies, with the new horizon as its payload.
 const HORIZON_CHANNEL: &str = "osds_horizon";
@@ -18,12 +16,9 @@ const LISTEN_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// archive, in id order up to this horizon, so a late or lost notification never reorders or skips a report.
 /// One lost with the connection is made up for by reading the horizon once the listener is back.
 pub async fn watch_horizon(url: &str) -> anyhow::Result<tokio::sync::watch::Receiver<i64>> {
-    let options = PgConnectOptions::from_str(url)
-        .with_context(|| format!("database url `{url}`"))?
-        .disable_statement_logging();
     let pool = PgPoolOptions::new()
         .max_connections(2)
-        .connect_with(options)
+        .connect_with(super::connect_options(url)?)
         .await
         .with_context(|| format!("open database {url}"))?;
     let mut listener = PgListener::connect_with(&pool).await?;

@@ -19,7 +19,7 @@ use crate::statements::Statements;
 use crate::writer::{
     IngestSummary, ReadContext, RecoverySummary, VersionContext, archive_batch, recover_in,
 };
-use crate::{HypReportInput, Incoming, Recovered, StationMetric, Store};
+use crate::{ComponentChange, HypReportInput, Incoming, Recovered, StationMetric, Store};
 use anyhow::Context;
 use osds_time::now_rfc3339;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
@@ -41,15 +41,18 @@ const ARCHIVING_LOCK: &str = "SELECT singleton FROM archive WHERE singleton = 1 
 /// Connections of a store's read pool.
 const READ_CONNECTIONS: u32 = 8;
 
-/// The read side of the PostgreSQL archive at `url`, whose schema a writer has put in place. (Not every read is
-/// written for PostgreSQL yet: the others answer an error.)
-pub async fn open_store(url: &str) -> anyhow::Result<Store> {
-    let options = PgConnectOptions::from_str(url)
+/// How every connection to the database at `url` is made.
+fn connect_options(url: &str) -> anyhow::Result<PgConnectOptions> {
+    Ok(PgConnectOptions::from_str(url)
         .with_context(|| format!("database url `{url}`"))?
-        .disable_statement_logging();
+        .disable_statement_logging())
+}
+
+/// The read side of the PostgreSQL archive at `url`, whose schema a writer has put in place.
+pub async fn open_store(url: &str) -> anyhow::Result<Store> {
     let pool = PgPoolOptions::new()
         .max_connections(READ_CONNECTIONS)
-        .connect_with(options)
+        .connect_with(connect_options(url)?)
         .await
         .with_context(|| format!("open database read pool {url}"))?;
     let archive_id: String = sqlx::query_scalar("SELECT archive_id FROM archive")
@@ -76,9 +79,7 @@ impl PgWriter {
     /// Connects to the database at `url`, brings its schema up to date (sqlx migrations take a lock of their
     /// own, so ingesters starting together do not race) and returns the writer of ingester `ingester`.
     pub async fn open(url: &str, ingester: &str) -> anyhow::Result<PgWriter> {
-        let mut conn = PgConnectOptions::from_str(url)
-            .with_context(|| format!("database url `{url}`"))?
-            .disable_statement_logging()
+        let mut conn = connect_options(url)?
             .connect()
             .await
             .with_context(|| format!("open database {url}"))?;
@@ -270,17 +271,8 @@ impl PgWriter {
     }
 
     /// Records a component put in service (see `Writer::record_component`).
-    pub async fn record_component(
-        &mut self,
-        channel: &str,
-        action: &str,
-        sha256: &str,
-        wasm: Option<&[u8]>,
-        previous: Option<&str>,
-        now: &str,
-    ) -> anyhow::Result<()> {
-        let statements =
-            crate::components::component_change(channel, action, sha256, wasm, previous, now)?;
+    pub async fn record_component(&mut self, change: &ComponentChange) -> anyhow::Result<()> {
+        let statements = crate::components::component_change(change)?;
         let mut tx = Connection::begin(&mut self.conn).await?;
         tx.run(statements).await?;
         tx.commit().await?;

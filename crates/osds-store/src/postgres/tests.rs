@@ -187,21 +187,25 @@ async fn twins(what: &str) -> Twins {
         .unwrap();
     let wasm = b"\0asm not really".to_vec();
     let sha = hex::encode(sha2::Sha256::digest(&wasm));
-    for writer_changes in [true, false] {
-        let (channel, action, wasm, previous) = if writer_changes {
-            ("cq", "install", Some(wasm.as_slice()), None)
-        } else {
-            ("cq", "rollback", None, Some(sha.as_str()))
-        };
-        let at = "2024-01-03T00:00:00Z";
-        lite_writer
-            .record_component(channel, action, &sha, wasm, previous, at)
-            .await
-            .unwrap();
-        pg_writer
-            .record_component(channel, action, &sha, wasm, previous, at)
-            .await
-            .unwrap();
+    let install = crate::ComponentChange {
+        channel: "cq".into(),
+        action: "install",
+        sha256: sha.clone(),
+        wasm: Some(wasm),
+        previous: None,
+        changed_at: "2024-01-03T00:00:00Z".into(),
+    };
+    let rollback = crate::ComponentChange {
+        channel: "cq".into(),
+        action: "rollback",
+        sha256: sha.clone(),
+        wasm: None,
+        previous: Some(sha),
+        changed_at: "2024-01-03T00:00:00Z".into(),
+    };
+    for change in [install, rollback] {
+        lite_writer.record_component(&change).await.unwrap();
+        pg_writer.record_component(&change).await.unwrap();
     }
     let pg = open_store(&url).await.unwrap();
     Twins {
