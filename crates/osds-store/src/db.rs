@@ -163,6 +163,17 @@ impl ReadPool {
         }
     }
 
+    /// A table of the elements of the JSON array bound to its `?`, named `alias`, with columns `value` (the
+    /// element, as text on PostgreSQL) and `key` (its place, in array order): each database's own function.
+    pub(crate) fn json_elements(&self, alias: &str) -> String {
+        match self {
+            ReadPool::Sqlite(_) => format!("json_each(?) AS {alias}"),
+            ReadPool::Postgres(_) => format!(
+                "jsonb_array_elements_text(CAST(? AS jsonb)) WITH ORDINALITY AS {alias}(value, key)"
+            ),
+        }
+    }
+
     /// The commit horizon in this database's SQL (see `ids.rs`).
     pub(crate) fn horizon(&self) -> &'static str {
         match self {

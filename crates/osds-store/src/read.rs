@@ -68,16 +68,12 @@ const CATCH_UP_VERSIONS: i64 = 4096;
 /// optional source and reception-time range (binds, by [`bind_unparsed`]: the tags as a JSON array, source
 /// twice, since twice, until twice). An ignored delivery has no source: the tags given are the source's.
 fn still_unparsed(db: &ReadPool) -> String {
-    // The JSON array's elements as rows: each database's own function.
-    let tags = match db {
-        ReadPool::Sqlite(_) => "SELECT value FROM json_each(?)",
-        ReadPool::Postgres(_) => "SELECT jsonb_array_elements_text(CAST(? AS jsonb))",
-    };
     format!(
-        "(d.outcome = 'unparsed' OR (d.outcome = 'ignored' AND d.type_tag IN ({tags}))) \
+        "(d.outcome = 'unparsed' OR (d.outcome = 'ignored' AND d.type_tag IN (SELECT tag.value FROM {tags}))) \
          AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
          AND (? IS NULL OR d.source = ? OR d.outcome = 'ignored') \
-         AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?)"
+         AND (? IS NULL OR d.received_at >= ?) AND (? IS NULL OR d.received_at < ?)",
+        tags = db.json_elements("tag")
     )
 }
 
@@ -186,16 +182,10 @@ fn offset_page_sql(db: &ReadPool, where_sql: &str) -> String {
 
 /// The events whose keys a JSON array lists, in its order (a slice of a kept list).
 fn listed_page_sql(db: &ReadPool) -> String {
-    let (page, key) = match db {
-        ReadPool::Sqlite(_) => ("json_each(?) page", "page.value"),
-        ReadPool::Postgres(_) => (
-            "jsonb_array_elements_text(CAST(? AS jsonb)) WITH ORDINALITY AS page(value, key)",
-            "CAST(page.value AS BIGINT)",
-        ),
-    };
     format!(
-        "SELECT {EVENT_COLUMNS} FROM {page} {join} events e ON e.{column} = {key} \
+        "SELECT {EVENT_COLUMNS} FROM {page} {join} events e ON e.{column} = CAST(page.value AS BIGINT) \
          {join} report_texts t ON t.id = e.latest_report_id ORDER BY page.key",
+        page = db.json_elements("page"),
         column = db.event_key_column(),
         join = db.ordered_join()
     )
