@@ -8,6 +8,9 @@ use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions};
 /// The channel a commit that archived versions notifies, with the new horizon as its payload.
 const HORIZON_CHANNEL: &str = "osds_horizon";
 
+/// The follower's connection as `pg_stat_activity` names it, for an operator (and a test) to find it.
+pub(super) const FOLLOWER_NAME: &str = "osds horizon follower";
+
 /// A pause before listening again after the server could not be reached.
 const LISTEN_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -17,14 +20,14 @@ const LISTEN_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// One lost with the connection is made up for by reading the horizon once the listener is back.
 pub async fn watch_horizon(url: &str) -> anyhow::Result<tokio::sync::watch::Receiver<i64>> {
     let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(super::connect_options(url)?)
+        .max_connections(1)
+        .connect_with(super::connect_options(url)?.application_name(FOLLOWER_NAME))
         .await
         .with_context(|| format!("open database {url}"))?;
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.listen(HORIZON_CHANNEL).await?;
     // Read once listening: a commit before this is in the read, one after it is notified.
-    let (sender, receiver) = tokio::sync::watch::channel(read_horizon(&pool).await?);
+    let (sender, receiver) = tokio::sync::watch::channel(read_horizon(&mut listener).await?);
     let raise = move |sender: &tokio::sync::watch::Sender<i64>, horizon: i64| {
         sender.send_if_modified(|known| {
             let higher = horizon > *known;
@@ -33,7 +36,24 @@ pub async fn watch_horizon(url: &str) -> anyhow::Result<tokio::sync::watch::Rece
         });
     };
     tokio::spawn(async move {
+        // Notifications may have been lost with the connection: the horizon is to be read again.
+        let mut stale = false;
         loop {
+            if stale {
+                // Read through the listener: it connects and listens again first, so whatever commits after
+                // the read is notified.
+                match read_horizon(&mut listener).await {
+                    Ok(horizon) => {
+                        raise(&sender, horizon);
+                        stale = false;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the horizon; trying again");
+                        tokio::time::sleep(LISTEN_RETRY).await;
+                        continue;
+                    }
+                }
+            }
             let next = tokio::select! {
                 next = listener.try_recv() => next,
                 () = sender.closed() => return,
@@ -46,15 +66,11 @@ pub async fn watch_horizon(url: &str) -> anyhow::Result<tokio::sync::watch::Rece
                         "a horizon notification that is not a report id"
                     ),
                 },
-                // The connection was lost and is back (listening again): what it missed is in a read now.
-                Ok(None) => match read_horizon(&pool).await {
-                    Ok(horizon) => raise(&sender, horizon),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not read the horizon after reconnecting")
-                    }
-                },
+                // The connection was lost (and is back, or not yet).
+                Ok(None) => stale = true,
                 Err(e) => {
                     tracing::warn!(error = %e, "lost the horizon notifications; listening again");
+                    stale = true;
                     tokio::time::sleep(LISTEN_RETRY).await;
                 }
             }
@@ -63,9 +79,9 @@ pub async fn watch_horizon(url: &str) -> anyhow::Result<tokio::sync::watch::Rece
     Ok(receiver)
 }
 
-async fn read_horizon(pool: &sqlx::PgPool) -> anyhow::Result<i64> {
+async fn read_horizon(listener: &mut PgListener) -> anyhow::Result<i64> {
     Ok(sqlx::query_scalar(&format!("SELECT {HORIZON}"))
-        .fetch_one(pool)
+        .fetch_one(listener)
         .await?)
 }
 

@@ -654,8 +654,9 @@ async fn commits_wake_followers_elsewhere() {
 
     let mut admin = PgConnection::connect(&url).await.unwrap();
     let cut: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'",
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
     )
+    .bind(super::horizon::FOLLOWER_NAME)
     .fetch_all(&mut admin)
     .await
     .unwrap();
