@@ -127,26 +127,57 @@ fn a_database_that_does_not_exist_is_refused_by_every_command_but_serve() {
     }
 }
 
-/// A database URL that is not SQLite's is refused with a reason, never taken as a file name (it was:
-/// `postgres://host/db` made a SQLite archive under `./postgres:/host/db`).
+/// A database URL that is neither SQLite's nor PostgreSQL's is refused with a reason, never taken as a file
+/// name (it was: `postgres://host/db` made a SQLite archive under `./postgres:/host/db`); so is a PostgreSQL
+/// one where only a SQLite file will do (backups), with what to do instead.
 #[test]
-fn a_database_url_that_is_not_sqlite_is_refused_and_nothing_is_created() {
+fn a_database_url_the_command_cannot_take_is_refused_and_nothing_is_created() {
     let dir = tempdir("not-sqlite");
     // A listening address already taken: were the URL taken, `serve` would still stop instead of serving.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let listen = taken.local_addr().unwrap().to_string();
-    for (url, reason) in [
-        ("postgres://localhost/osds", "is a PostgreSQL database"),
-        ("postgresql://localhost/osds", "is a PostgreSQL database"),
-        ("archive.db", "is not a SQLite URL"),
+    let serve = |url: &str| -> Vec<String> {
+        [
+            "serve",
+            "--no-ingest",
+            "--listen",
+            &listen,
+            "--database-url",
+            url,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    for (command, url, reason) in [
+        (serve("archive.db"), "archive.db", "is not a SQLite URL"),
+        (
+            ["backup", "--database-url", "postgres://localhost/osds"]
+                .map(String::from)
+                .to_vec(),
+            "postgres://localhost/osds",
+            "back it up with pg_dump",
+        ),
+        (
+            [
+                "restore",
+                "--database-url",
+                "postgresql://localhost/osds",
+                "osds-x.db",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "postgresql://localhost/osds",
+            "restore it with pg_restore",
+        ),
+        // Taken as PostgreSQL's: no server there, so the service stops before making anything.
+        (
+            serve("postgres://127.0.0.1:1/osds"),
+            "postgres://127.0.0.1:1/osds",
+            "open database postgres://127.0.0.1:1/osds",
+        ),
     ] {
-        let output = osds()
-            .current_dir(&dir)
-            .args(["serve", "--no-ingest", "--listen", &listen])
-            .args(["--database-url", url])
-            .output()
-            .unwrap();
-        assert!(!output.status.success(), "osds serve took {url}");
+        let output = osds().current_dir(&dir).args(&command).output().unwrap();
+        assert!(!output.status.success(), "osds {command:?} took {url}");
         let message = stderr(&output);
         assert!(message.contains(reason), "{url}: {message}");
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();

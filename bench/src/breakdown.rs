@@ -86,8 +86,8 @@ pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
     let _ = std::fs::remove_dir_all(&dir);
 
     let cluster = osds_store::test_postgres::Cluster::start("bench");
-    let mut writer =
-        osds_store::postgres::PgWriter::open(&cluster.database("osds").await, "bench").await?;
+    let (_, mut writer) = osds_store::open(&cluster.database("osds").await).await?;
+    writer.register_ingester("bench").await?;
     let session = writer
         .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
         .await?;

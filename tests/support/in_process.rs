@@ -26,6 +26,7 @@ pub fn config(dir: &Path, upstream: Option<&str>) -> ServiceConfig {
             query_window: Duration::from_millis(300),
             ..UpstreamConfig::new(url)
         }),
+        ingester_name: "test".into(),
         live: LiveConfig::default(),
         components_dir: None,
         report_cache_mb: 16,

@@ -33,6 +33,8 @@ pub struct ServiceConfig {
     pub database_url: String,
     /// The relay to ingest from; `None`: serve the archive only.
     pub upstream: Option<UpstreamConfig>,
+    /// The ingester's name on a PostgreSQL archive, where several may ingest (each with a name of its own).
+    pub ingester_name: String,
     pub live: LiveConfig,
     /// Decoder components to load instead of the built-in ones.
     pub components_dir: Option<PathBuf>,
@@ -124,8 +126,8 @@ pub struct Service {
     board: Arc<UpstreamBoard>,
     writer_task: WriterTask,
     database_url: String,
-    /// Held until the service has stopped.
-    _lock: osds_store::ArchiveLock,
+    /// Held until the service has stopped (SQLite: one service per archive file).
+    _lock: Option<osds_store::ArchiveLock>,
 }
 
 impl Service {
@@ -135,6 +137,7 @@ impl Service {
             listen,
             database_url,
             upstream,
+            ingester_name,
             live,
             components_dir,
             report_cache_mb,
@@ -142,7 +145,7 @@ impl Service {
             canary_fixtures,
             canary_recent,
             admin_socket: admin_path,
-            backups,
+            mut backups,
             gateway,
             connections,
             public_base_url,
@@ -153,9 +156,33 @@ impl Service {
             // Served by `run` (a process has one recorder).
             metrics_listen: _,
         } = config;
-        // One service per archive; `osds restore` refuses while it runs.
-        let lock = osds_store::ArchiveLock::acquire(&osds_store::database_path(&database_url)?)?;
+        let postgres = osds_store::is_postgres_url(&database_url);
+        // One service per SQLite archive; `osds restore` refuses while it runs. On PostgreSQL any number of
+        // services share the archive (ingesters are told apart by name).
+        let lock = if postgres {
+            None
+        } else {
+            Some(osds_store::ArchiveLock::acquire(
+                &osds_store::database_path(&database_url)?,
+            )?)
+        };
         let (store, mut writer) = osds_store::open(&database_url).await?;
+        if upstream.is_some() {
+            writer.register_ingester(&ingester_name).await?;
+        }
+        if postgres && backups.every.take().is_some() {
+            tracing::warn!(
+                "periodic backups copy a SQLite file: on PostgreSQL they are off (back the database up with \
+                 pg_dump; README, \"Running on several machines\")"
+            );
+        }
+        // Commits of other processes wake the live hub at once (on SQLite the horizon is read every second,
+        // for `osds reparse`).
+        let followed = if postgres {
+            Some(osds_store::postgres::watch_horizon(&database_url).await?)
+        } else {
+            None
+        };
         let wasm = Runtime::new(limits)?;
         // The built-in decoders (or --components-dir), then what was installed on this archive since.
         let started_with = DecoderSet::load(&wasm, components_dir.as_deref())?;
@@ -170,7 +197,7 @@ impl Service {
         let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(installed.set));
         writer.close_stale_sessions().await?;
         board.seed_last_received(store.last_receptions().await?);
-        tracing::info!(database = %database_url, high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
+        tracing::info!(database = %database_url, ingester = writer.ingester(), high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
         let recent = Arc::new(osds_api::recent::RecentReports::new(
             store.clone(),
             writer.high_water(),
@@ -182,6 +209,7 @@ impl Service {
             Some(Arc::new(move |committed: &[osds_store::ServedReport]| {
                 offer_to.offer(committed)
             })),
+            followed,
         );
 
         let ingester = if let Some(upstream) = upstream {
@@ -376,12 +404,16 @@ impl Service {
             let _ = detector.await;
             tracing::info!("hyp detector stopped");
         }
+        let ingesting = self.ingester.is_some();
         if let Some(ingester) = self.ingester {
             ingester.stop().await;
             tracing::info!("ingestion stopped: every upstream connection closed");
         }
-        for source in self.board.sources() {
-            self.writer_task.outage_begin(&source, "service stopped");
+        // Channels this service ingested are out now (a replica had none).
+        if ingesting {
+            for source in self.board.sources() {
+                self.writer_task.outage_begin(&source, "service stopped");
+            }
         }
         // An archive that cannot write (a full disk) would keep the stop waiting for ever: it gets what is left
         // of the grace since the signal (at least a second, for the final checkpoint of a healthy archive).

@@ -50,6 +50,16 @@ pub struct BackupOutcome {
     pub rotation_errors: Vec<String>,
 }
 
+/// Backups here copy a SQLite file; a PostgreSQL archive is backed up and restored with PostgreSQL's tools.
+fn refuse_postgres(database_url: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !crate::db::is_postgres_url(database_url),
+        "`{database_url}` is a PostgreSQL database: back it up with pg_dump and restore it with pg_restore \
+         (README, \"Running on several machines\"); `osds backup` and `osds restore` copy SQLite files"
+    );
+    Ok(())
+}
+
 /// Takes a backup of the SQLite database at `database_url` into `directory` (created when missing), then
 /// deletes all but the newest `keep` backups there. Safe while `osds serve` writes to the same database.
 ///
@@ -62,6 +72,7 @@ pub async fn backup(
 ) -> anyhow::Result<BackupOutcome> {
     anyhow::ensure!(keep >= 1, "at least one backup must be kept");
     // No journal mode is set: the database's own (WAL) stays, and this connection only reads it.
+    refuse_postgres(database_url)?;
     let options = crate::store::sqlite_options("database url", database_url)?
         .create_if_missing(false)
         .busy_timeout(Duration::from_secs(30))
@@ -365,6 +376,7 @@ pub struct RestoreOutcome {
 /// and moves report ids past every id the replaced archive can have handed out (its horizon when it can be
 /// read, else the id reservation beside it; see `ids.rs`), so no cursor ever names two reports.
 pub async fn restore(backup_file: &Path, database_url: &str) -> anyhow::Result<RestoreOutcome> {
+    refuse_postgres(database_url)?;
     let database = crate::database_path(database_url)?;
     let _lock = crate::ArchiveLock::acquire(&database)?;
     anyhow::ensure!(

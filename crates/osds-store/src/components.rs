@@ -2,10 +2,8 @@
 //! every installed `.wasm`, so a restart (and `osds reparse`) puts back what ran. Built-in components are not
 //! stored: their bytes are in the binary, found again by their SHA-256.
 
-use crate::db::WriteConn;
 use crate::statements::Statements;
 use crate::store::Store;
-use crate::writer::Writer;
 use sha2::{Digest, Sha256};
 
 /// A channel's decoder as the last change left it.
@@ -34,20 +32,6 @@ pub struct ComponentChange {
     /// When it is made: the install time the running service shows, recorded as it is so that a restart
     /// shows the same.
     pub changed_at: String,
-}
-
-impl Writer {
-    /// Records that `change.channel` is now decoded by the component with SHA-256 `change.sha256` since
-    /// `change.changed_at`. Its bytes, for an installed component, are stored once per SHA-256 (a rollback
-    /// names a component stored before, or a built-in one).
-    pub async fn record_component(&mut self, change: &ComponentChange) -> anyhow::Result<()> {
-        self.settled = false;
-        let statements = component_change(change)?;
-        let mut tx = sqlx::Connection::begin(&mut self.conn).await?;
-        tx.run(statements).await?;
-        tx.commit().await?;
-        Ok(())
-    }
 }
 
 /// The writes of [`Writer::record_component`], for either backend (run in one transaction).

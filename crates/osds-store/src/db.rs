@@ -7,7 +7,7 @@ use sqlx::postgres::{PgConnection, PgPool, PgRow};
 use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 
 /// Whether `url` names a PostgreSQL database.
-pub(crate) fn is_postgres_url(url: &str) -> bool {
+pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 

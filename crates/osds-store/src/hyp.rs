@@ -4,9 +4,6 @@
 use crate::db::{Columns, WriteConn};
 use crate::statements::Statements;
 use crate::store::Store;
-use crate::writer::Writer;
-use crate::writer::begin;
-use anyhow::Context;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -117,50 +114,6 @@ fn report_row(row: &dyn Columns) -> HypReportRow {
         number: row.int("number"),
         payload: row.bytes("payload"),
         sha256: row.text("sha256"),
-    }
-}
-
-impl Writer {
-    /// Appends one report in a durable transaction. Report numbers run from 1 without gaps; a number that is
-    /// taken, or that skips one, is refused (reports are never replaced).
-    pub async fn append_hyp_report(&mut self, input: &HypReportInput) -> anyhow::Result<String> {
-        self.settled = false;
-        let mut tx = begin(&mut self.conn, &self.options).await?;
-        let sha256 = append_report(&mut *tx, input).await?;
-        tx.commit().await.context("commit hyp report")?;
-        self.checkpoints.committed(1);
-        Ok(sha256)
-    }
-
-    /// Adds station peaks recovered later from the image archive to an event (reports are never touched).
-    /// Returns how many peaks were added or raised; an unknown event is an error.
-    pub async fn add_hyp_station_metrics(
-        &mut self,
-        event_id: &str,
-        metrics: &[StationMetric],
-    ) -> anyhow::Result<u64> {
-        self.settled = false;
-        let mut tx = begin(&mut self.conn, &self.options).await?;
-        let changed = add_metrics(&mut *tx, event_id, metrics).await?;
-        tx.commit()
-            .await
-            .context("commit recovered station peaks")?;
-        Ok(changed)
-    }
-
-    /// Withdraws an event from the public API (or brings it back). Returns false when there is no such event.
-    pub async fn set_hyp_hidden(&mut self, event_id: &str, hidden: bool) -> anyhow::Result<bool> {
-        Ok(self.conn.run(set_hidden(event_id, hidden)).await? > 0)
-    }
-
-    /// Records the latest state of the detector or the recorder.
-    pub async fn set_hyp_state(
-        &mut self,
-        name: &str,
-        at: i64,
-        state: &serde_json::Value,
-    ) -> anyhow::Result<()> {
-        self.conn.run(set_state(name, at, state)).await.map(drop)
     }
 }
 

@@ -20,6 +20,16 @@ pub(crate) const HORIZON: &str =
 pub(crate) const POSTGRES_HORIZON: &str =
     "GREATEST((SELECT COALESCE(MAX(id), 0) FROM reports), (SELECT id_floor FROM archive))";
 
+/// Publishes `horizon` in `known` unless a higher one is there already: horizons of several writers'
+/// commits arrive in any order, and a published one never goes back.
+pub(crate) fn raise_horizon(known: &tokio::sync::watch::Sender<i64>, horizon: i64) {
+    known.send_if_modified(|current| {
+        let higher = horizon > *current;
+        *current = (*current).max(horizon);
+        higher
+    });
+}
+
 /// Ids reserved at once: one synced write per 1,024 report versions.
 const BLOCK: i64 = 1024;
 

@@ -1,6 +1,8 @@
 //! All access to the database. SQLite (one file, WAL, `synchronous=FULL`) is the embedded default.
-//! Writes go through one [`Writer`] (see `writer.rs`), so report ids increase in commit order; reads use a pool.
+//! PostgreSQL (`postgres://`) is for deployments of several processes. Writes go through a [`Writer`] (see
+//! `writer.rs`), so report ids increase in commit order; reads use a pool.
 
+mod archiving;
 pub mod backup;
 mod beside;
 mod checkpoint;
@@ -11,11 +13,13 @@ mod frames;
 mod hyp;
 pub mod ids;
 mod lock;
+mod open;
 pub mod postgres;
 mod read;
 mod records;
 mod rows;
 pub mod served;
+mod sqlite;
 mod statements;
 mod store;
 /// Archives written through the real writer, for tests (here and, with the `test-archive` feature, elsewhere).
@@ -27,18 +31,19 @@ pub mod test_postgres;
 mod writer;
 mod writer_task;
 
+pub use archiving::{Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord};
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
 pub use components::{ChannelComponent, ComponentChange};
 pub use counts::ArchiveCounts;
+pub use db::is_postgres_url;
 pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary, FrameImage};
 pub use hyp::*;
 pub use lock::ArchiveLock;
+pub use open::{open, open_existing};
 pub use read::*;
 pub use rows::*;
-pub use store::{DEFAULT_DATABASE_URL, Store, database_path, open, open_existing};
-pub use writer::{
-    Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord, Writer,
-};
+pub use store::{DEFAULT_DATABASE_URL, Store, database_path};
+pub use writer::Writer;
 pub use writer_task::{
     CommitHook, DEFAULT_QUEUE_BYTES, WriteFailure, WriteHealth, WriteMonitor, WriterTask,
 };

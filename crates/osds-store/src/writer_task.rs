@@ -1,9 +1,11 @@
 //! The writer task: owns the [`Writer`], commits frames in groups (one durable commit for whatever queued up
 //! meanwhile), and only after a commit publishes the new high-water mark to live subscribers.
 
+use crate::archiving::{Incoming, IngestSummary};
 use crate::components::ComponentChange;
+use crate::ids::raise_horizon;
 use crate::rows::ServedReport;
-use crate::writer::{Incoming, IngestSummary, Writer};
+use crate::writer::Writer;
 use osds_time::now_rfc3339;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -154,11 +156,14 @@ impl WriteMonitor {
 
 impl WriterTask {
     /// Starts the archive task over `writer`; up to `queue_bytes` of received frames wait while it cannot
-    /// write. `on_commit` is handed each commit's new versions before their horizon is published.
+    /// write. `on_commit` is handed each commit's new versions before their horizon is published. `followed`
+    /// is the horizon of commits made by other processes (see `postgres::watch_horizon`), published as it
+    /// moves; without it they are found by reading the horizon every second.
     pub fn spawn(
         mut writer: Writer,
         queue_bytes: usize,
         on_commit: Option<CommitHook>,
+        followed: Option<watch::Receiver<i64>>,
     ) -> WriterTask {
         let (commands, receiver) = mpsc::unbounded_channel();
         let (high_water_tx, high_water) = watch::channel(writer.high_water());
@@ -176,6 +181,7 @@ impl WriterTask {
             high_water_tx,
             state.clone(),
             on_commit,
+            followed,
         ));
         WriterTask {
             commands,
@@ -310,6 +316,7 @@ async fn run(
     high_water: watch::Sender<i64>,
     state: Arc<Mutex<WriteHealth>>,
     on_commit: Option<CommitHook>,
+    mut followed: Option<watch::Receiver<i64>>,
 ) {
     let mut pending: Option<Command> = None;
     let mut horizon_check = tokio::time::interval(HORIZON_CHECK);
@@ -325,12 +332,14 @@ async fn run(
                 _ = horizon_check.tick() => {
                     // Another process (`osds reparse`) may have appended versions: announce them too.
                     match writer.refresh_high_water().await {
-                        Ok(Some(moved)) => {
-                            high_water.send_replace(moved);
-                        }
+                        Ok(Some(moved)) => raise_horizon(&high_water, moved),
                         Ok(None) => {}
                         Err(e) => tracing::warn!(error = %format!("{e:#}"), "reading the archive horizon failed"),
                     }
+                    continue;
+                }
+                horizon = followed_change(&mut followed) => {
+                    raise_horizon(&high_water, horizon);
                     continue;
                 }
             },
@@ -367,7 +376,7 @@ async fn run(
                         if let Some(hook) = &on_commit {
                             hook(&summary.new_versions);
                         }
-                        high_water.send_replace(summary.high_water);
+                        raise_horizon(&high_water, summary.high_water);
                     }
                 }
                 let mut state = lock(&state);
@@ -391,6 +400,18 @@ async fn run(
             }
         }
     }
+}
+
+/// The next horizon `followed` moves to; never, without one (or once it has ended).
+async fn followed_change(followed: &mut Option<watch::Receiver<i64>>) -> i64 {
+    let Some(receiver) = followed.as_mut() else {
+        return std::future::pending().await;
+    };
+    if receiver.changed().await.is_err() {
+        *followed = None;
+        return std::future::pending().await;
+    }
+    *receiver.borrow_and_update()
 }
 
 /// Runs `write` until the archive takes it, waiting longer after each failure (up to [`RETRY_CAP`]): nothing

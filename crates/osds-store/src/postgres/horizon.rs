@@ -1,7 +1,7 @@
 //! The horizon across processes: a commit that archived versions notifies it (`LISTEN/NOTIFY`), and followers
 //! in any process wake on it.
 
-use crate::ids::POSTGRES_HORIZON as HORIZON;
+use crate::ids::{POSTGRES_HORIZON as HORIZON, raise_horizon};
 use anyhow::Context;
 use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions};
 
@@ -28,13 +28,6 @@ pub async fn watch_horizon(url: &str) -> anyhow::Result<tokio::sync::watch::Rece
     listener.listen(HORIZON_CHANNEL).await?;
     // Read once listening: a commit before this is in the read, one after it is notified.
     let (sender, receiver) = tokio::sync::watch::channel(read_horizon(&mut listener).await?);
-    let raise = move |sender: &tokio::sync::watch::Sender<i64>, horizon: i64| {
-        sender.send_if_modified(|known| {
-            let higher = horizon > *known;
-            *known = (*known).max(horizon);
-            higher
-        });
-    };
     tokio::spawn(async move {
         // Notifications may have been lost with the connection: the horizon is to be read again.
         let mut stale = false;
@@ -44,7 +37,7 @@ pub async fn watch_horizon(url: &str) -> anyhow::Result<tokio::sync::watch::Rece
                 // the read is notified.
                 match read_horizon(&mut listener).await {
                     Ok(horizon) => {
-                        raise(&sender, horizon);
+                        raise_horizon(&sender, horizon);
                         stale = false;
                     }
                     Err(e) => {
@@ -60,7 +53,7 @@ pub async fn watch_horizon(url: &str) -> anyhow::Result<tokio::sync::watch::Rece
             };
             match next {
                 Ok(Some(notification)) => match notification.payload().parse() {
-                    Ok(horizon) => raise(&sender, horizon),
+                    Ok(horizon) => raise_horizon(&sender, horizon),
                     Err(_) => tracing::warn!(
                         payload = notification.payload(),
                         "a horizon notification that is not a report id"

@@ -3,9 +3,16 @@
 use super::*;
 use crate::test_archive::frames;
 use crate::test_postgres::Cluster;
-use crate::{Store, UnitKind, UnitRecord};
+use crate::{Store, UnitKind, UnitRecord, Writer};
 use sha2::Digest;
 use sqlx::{PgConnection, SqlitePool};
+
+/// The writer of ingester `name` on the PostgreSQL archive at `url`.
+async fn ingester(url: &str, name: &str) -> anyhow::Result<Writer> {
+    let (_, mut writer) = crate::open(url).await?;
+    writer.register_ingester(name).await?;
+    Ok(writer)
+}
 
 /// Frames of every kind a batch holds: new versions (events begun, revised, an origin learnt later), the
 /// same versions again (duplicates), an unparsed unit and an ignored one.
@@ -74,7 +81,7 @@ impl Drop for Twins {
 async fn twins(what: &str) -> Twins {
     let cluster = Cluster::start(what);
     let url = cluster.database("osds").await;
-    let mut pg_writer = PgWriter::open(&url, "one").await.unwrap();
+    let mut pg_writer = ingester(&url, "one").await.unwrap();
     let dir = std::env::temp_dir().join(format!(
         "osds-pg-{what}-{}-{}",
         std::process::id(),
@@ -536,8 +543,8 @@ async fn reads_answer_alike() {
 async fn ingesters_name_their_sessions() {
     let cluster = Cluster::start("names");
     let url = cluster.database("osds").await;
-    let mut a = PgWriter::open(&url, "a").await.unwrap();
-    let mut b = PgWriter::open(&url, "b").await.unwrap();
+    let mut a = ingester(&url, "a").await.unwrap();
+    let mut b = ingester(&url, "b").await.unwrap();
     let a1 = a
         .open_session("/cq_eew", "primary", "ws://a")
         .await
@@ -552,10 +559,10 @@ async fn ingesters_name_their_sessions() {
         .unwrap();
     assert_eq!([a1, a2, b1], [(1 << 40) + 1, (1 << 40) + 2, (2 << 40) + 1]);
 
-    let twice = PgWriter::open(&url, "a").await.err().expect("a second `a`");
+    let twice = ingester(&url, "a").await.err().expect("a second `a`");
     assert!(twice.to_string().contains("already running"), "{twice}");
     drop(a);
-    let mut a = PgWriter::open(&url, "a").await.unwrap();
+    let mut a = ingester(&url, "a").await.unwrap();
     a.close_stale_sessions().await.unwrap();
     assert_eq!(a.next_session_id(), (1 << 40) + 3);
 
@@ -573,7 +580,7 @@ async fn ingesters_name_their_sessions() {
 async fn bookkeeping_writes_run_on_postgres() {
     let cluster = Cluster::start("records");
     let url = cluster.database("osds").await;
-    let mut writer = PgWriter::open(&url, "one").await.unwrap();
+    let mut writer = ingester(&url, "one").await.unwrap();
     let session = writer
         .open_session("/cq_eew", "primary", "ws://x")
         .await
@@ -634,7 +641,7 @@ async fn bookkeeping_writes_run_on_postgres() {
 async fn commits_wake_followers_elsewhere() {
     let cluster = Cluster::start("notify");
     let url = cluster.database("osds").await;
-    let mut writer = PgWriter::open(&url, "a").await.unwrap();
+    let mut writer = ingester(&url, "a").await.unwrap();
     let session = writer
         .open_session("/cq_eew", "primary", "ws://a")
         .await
@@ -675,11 +682,11 @@ async fn two_ingesters_share_one_gap_free_cursor() {
     let cluster = Cluster::start("two");
     let url = cluster.database("osds").await;
     // The schema, before the consumer reads (the ingesters then find it in place).
-    drop(PgWriter::open(&url, "setup").await.unwrap());
+    drop(ingester(&url, "setup").await.unwrap());
     let ingester = |name: &'static str, numbers: std::ops::RangeInclusive<i64>| {
         let url = url.clone();
         tokio::spawn(async move {
-            let mut writer = PgWriter::open(&url, name).await.unwrap();
+            let mut writer = ingester(&url, name).await.unwrap();
             let session = writer
                 .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
                 .await

@@ -33,9 +33,13 @@ pub struct ServeArgs {
         default_value = "wss://ws-api.wolfx.jp"
     )]
     pub upstream_url: String,
-    /// Do not connect upstream: serve the archive only.
+    /// Do not connect upstream: serve the archive only (on PostgreSQL: an API replica).
     #[arg(long, env = "OSDS_NO_INGEST")]
     pub no_ingest: bool,
+    /// This ingester's name on a PostgreSQL archive, where several may ingest at once (each needs its own; its
+    /// sessions are recorded under it). Default: the host name.
+    #[arg(long, env = "OSDS_INGESTER_NAME", value_name = "NAME")]
+    pub ingester_name: Option<String>,
     /// Load decoder components (`*.wasm`) from this directory instead of the built-in ones.
     #[arg(long, env = "OSDS_COMPONENTS_DIR", value_name = "DIR")]
     pub components_dir: Option<PathBuf>,
@@ -262,6 +266,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         listen: args.listen,
         database_url: args.database_url.clone(),
         upstream: (!args.no_ingest).then_some(upstream),
+        ingester_name: match &args.ingester_name {
+            Some(name) => name.clone(),
+            None => whoami::fallible::hostname()
+                .context("no --ingester-name given, and the host name cannot be read")?,
+        },
         live: live_config,
         components_dir: args.components_dir.clone(),
         report_cache_mb: args.report_cache_mb,
