@@ -25,7 +25,8 @@ impl SseClient {
         if let Some(id) = last_event_id {
             request = request.header("Last-Event-ID", id);
         }
-        let response = request.send().await.expect("request");
+        // A server that cannot be reached answers with status 0.
+        let response = request.send().await.map_err(|e| (0, e.to_string()))?;
         let status = response.status().as_u16();
         if status != 200 {
             return Err((status, response.text().await.unwrap_or_default()));

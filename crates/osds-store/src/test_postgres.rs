@@ -36,15 +36,32 @@ impl Cluster {
                 .args(["-U", "osds", "--auth=trust", "--no-sync"])
                 .args(["--encoding=UTF8", "--locale=C"]);
         });
-        cluster.server_command("pg_ctl", |c| {
+        cluster.resume();
+        cluster
+    }
+
+    /// Starts the server (again, after [`Cluster::stop`]); returns once it takes connections.
+    pub fn resume(&self) {
+        let data = self.data();
+        self.server_command("pg_ctl", |c| {
             c.arg("-D").arg(&data).args(["-w", "-s", "-l"]);
-            c.arg(cluster.dir.join("server.log")).arg("-o").arg(format!(
+            c.arg(self.dir.join("server.log")).arg("-o").arg(format!(
                 "-c listen_addresses='' -k {} -p {SOCKET_PORT}",
-                cluster.dir.display()
+                self.dir.display()
             ));
             c.arg("start");
         });
-        cluster
+    }
+
+    /// Stops the server as a crash would (every connection cut, nothing flushed first); the data stays for
+    /// [`Cluster::resume`].
+    pub fn stop(&self) {
+        let data = self.data();
+        self.server_command("pg_ctl", |c| {
+            c.arg("-D")
+                .arg(&data)
+                .args(["-w", "-s", "-m", "immediate", "stop"]);
+        });
     }
 
     /// The URL of a new, empty database `name` on the cluster.
@@ -73,6 +90,11 @@ impl Cluster {
 
     /// Runs the server's program `name` (as the `postgres` user when run as root), which must succeed.
     fn server_command(&self, name: &str, args: impl FnOnce(&mut Command)) {
+        run(&mut self.server_program(name, args));
+    }
+
+    /// The server's program `name` with its arguments, run as the `postgres` user when run as root.
+    fn server_program(&self, name: &str, args: impl FnOnce(&mut Command)) -> Command {
         let program = self.bin.join(name);
         let mut command = if as_root() {
             let mut c = Command::new("runuser");
@@ -82,18 +104,23 @@ impl Cluster {
             Command::new(&program)
         };
         args(&mut command);
-        run(command.current_dir(&self.dir));
+        command.current_dir(&self.dir);
+        command
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // Not `stop`: a test that failed may have stopped the server already, and a drop must not panic.
         let data = self.data();
-        self.server_command("pg_ctl", |c| {
-            c.arg("-D")
-                .arg(&data)
-                .args(["-w", "-s", "-m", "immediate", "stop"]);
-        });
+        let _ = self
+            .server_program("pg_ctl", |c| {
+                c.arg("-D")
+                    .arg(&data)
+                    .args(["-w", "-s", "-m", "immediate", "stop"]);
+            })
+            .stdin(Stdio::null())
+            .output();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -14,6 +14,8 @@ pub struct Launch {
     binary: PathBuf,
     dir: PathBuf,
     database: PathBuf,
+    /// A database URL served instead of `database` (a PostgreSQL one).
+    database_url: Option<String>,
     /// `--listen`: a port the system picks unless a test restarts a server where its clients expect it.
     listen: String,
     args: Vec<OsString>,
@@ -29,6 +31,7 @@ impl Launch {
         Launch {
             binary: binary.into(),
             database: dir.join("osds.db"),
+            database_url: None,
             listen: "127.0.0.1:0".to_owned(),
             dir,
             args: Vec::new(),
@@ -40,6 +43,12 @@ impl Launch {
     /// Serves the database at `path` instead.
     pub fn database(mut self, path: impl Into<PathBuf>) -> Launch {
         self.database = path.into();
+        self
+    }
+
+    /// Serves the archive at `url` (e.g. `postgres://…`) instead of a SQLite file.
+    pub fn database_url(mut self, url: impl Into<String>) -> Launch {
+        self.database_url = Some(url.into());
         self
     }
 
@@ -87,7 +96,11 @@ impl Launch {
             .arg("serve")
             .args(["--listen", &self.listen])
             .arg("--database-url")
-            .arg(format!("sqlite://{}", self.database.display()))
+            .arg(
+                self.database_url
+                    .clone()
+                    .unwrap_or_else(|| format!("sqlite://{}", self.database.display())),
+            )
             .arg("--admin-socket")
             .arg(self.dir.join("admin.sock"))
             .args(&self.args)

@@ -1,0 +1,335 @@
+//! A deployment of several processes on one PostgreSQL archive, each a real `osds serve` on its own socket: two
+//! ingesters, each on its own relay (different network paths), and two API-only replicas with live consumers.
+//! One ingester and one replica are killed (SIGKILL) while reports keep coming.
+
+mod support;
+
+use fake_relay::{FakeRelay, RelayConfig};
+use futures_util::StreamExt;
+use osds_store::test_postgres::Cluster;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::live::{SseClient, ws_next};
+use support::{Server, all_reports, eventually, get_json, launch, tempdir};
+
+fn cq_frame(n: u32) -> String {
+    format!(
+        r#"{{"type":"cq_eew","ID":"{n}","EventID":"2026091011{n:04}_1","ReportTime":"2026-09-10 11:10:25","ReportNum":1,"OriginTime":"2026-09-10 11:10:10","HypoCenter":"重庆荣昌区","Latitude":29.4,"Longitude":105.5,"Magnitude":4.1,"Depth":8,"MaxIntensity":5.9}}"#
+    )
+}
+
+/// `osds serve` on the archive at `database`: an ingester named `name` on `relay`, or (no relay) an API
+/// replica.
+async fn serve(database: &str, name: &str, relay: Option<&FakeRelay>) -> Server {
+    let upstream = relay.map_or("ws://127.0.0.1:9/unused".to_owned(), FakeRelay::url);
+    let extra: &[&str] = match relay {
+        Some(_) => &["--ingester-name", name],
+        None => &["--no-ingest"],
+    };
+    let server = launch(tempdir(name), &upstream, extra)
+        .database_url(database)
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .removing_dir();
+    if let Some(relay) = relay {
+        for path in fake_relay::channel_paths() {
+            assert!(
+                relay.wait_connected(path, 1, Duration::from_secs(20)).await,
+                "{name} never connected {path}; log:\n{}",
+                server.log()
+            );
+        }
+    }
+    server
+}
+
+#[derive(Clone, Copy)]
+enum Live {
+    Sse,
+    Ws,
+}
+
+/// A live consumer that reads report ids from the first replica in `replicas` until it has seen `last`,
+/// resuming from its cursor on the next replica listed whenever its connection ends (a test removes a replica
+/// from the list before killing it).
+async fn consume(kind: Live, replicas: Arc<Mutex<Vec<String>>>, last: i64) -> Vec<i64> {
+    let mut seen: Vec<i64> = Vec::new();
+    let mut connections = 0;
+    while seen.last() != Some(&last) {
+        connections += 1;
+        assert!(connections < 20, "{connections} connections and not done");
+        let base = replicas.lock().unwrap()[0].clone();
+        let cursor = seen.last().copied().unwrap_or(0);
+        match kind {
+            Live::Sse => {
+                let url = format!("{base}/stream?after={cursor}");
+                let Ok(mut stream) = SseClient::connect(&url, None).await else {
+                    continue;
+                };
+                while let Some(event) = stream.next_event().await {
+                    if event.event.as_deref() == Some("report") {
+                        seen.push(event.json()["id"].as_i64().unwrap());
+                        if seen.last() == Some(&last) {
+                            break;
+                        }
+                    }
+                }
+            }
+            Live::Ws => {
+                let url = format!("{base}/ws?after={cursor}").replacen("http://", "ws://", 1);
+                let Ok((mut ws, _)) = tokio_tungstenite::connect_async(&url).await else {
+                    continue;
+                };
+                while let Some(message) = ws_next(&mut ws).await {
+                    if message["type"] == "report" {
+                        seen.push(message["id"].as_i64().unwrap());
+                        if seen.last() == Some(&last) {
+                            break;
+                        }
+                    }
+                }
+                let _ = ws.close(None).await;
+                // Drain whatever the close leaves so the socket ends cleanly.
+                while let Ok(Some(_)) =
+                    tokio::time::timeout(Duration::from_secs(1), ws.next()).await
+                {}
+            }
+        }
+    }
+    seen
+}
+
+async fn high_water(server: &Server) -> i64 {
+    get_json(&server.url("/reports?after=0&limit=1")).await["highWater"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_ingesters_and_two_replicas_keep_one_gap_free_cursor_through_kills() {
+    let cluster = Cluster::start("several");
+    let database = cluster.database("osds").await;
+    let relay_a = FakeRelay::start(RelayConfig::default()).await.unwrap();
+    let relay_b = FakeRelay::start(RelayConfig::default()).await.unwrap();
+    let mut ingester_a = serve(&database, "a", Some(&relay_a)).await;
+    let ingester_b = serve(&database, "b", Some(&relay_b)).await;
+    let replica_1 = serve(&database, "replica-1", None).await;
+    let mut replica_2 = serve(&database, "replica-2", None).await;
+
+    const LAST: i64 = 100;
+    // Each replica first in some consumers' list: those move to the other one when it goes.
+    let on_1 = Arc::new(Mutex::new(vec![replica_1.base.clone()]));
+    let on_2 = Arc::new(Mutex::new(vec![
+        replica_2.base.clone(),
+        replica_1.base.clone(),
+    ]));
+    let consumers: Vec<_> = [
+        (Live::Sse, &on_1),
+        (Live::Ws, &on_1),
+        (Live::Sse, &on_2),
+        (Live::Ws, &on_2),
+    ]
+    .into_iter()
+    .map(|(kind, replicas)| tokio::spawn(consume(kind, replicas.clone(), LAST)))
+    .collect();
+
+    let mut frames = Vec::new();
+    let mut push = async |n: u32, relays: &[&FakeRelay]| {
+        let frame = cq_frame(n);
+        for relay in relays {
+            assert_eq!(relay.push_to("/cq_eew", frame.as_bytes()).await, 1);
+        }
+        frames.push(frame);
+    };
+    // Both ingesters receive 1-20; 21-30 reach only `a`, 31-40 only `b`.
+    for n in 1..=20 {
+        push(n, &[&relay_a, &relay_b]).await;
+    }
+    for n in 21..=30 {
+        push(n, &[&relay_a]).await;
+    }
+    for n in 31..=40 {
+        push(n, &[&relay_b]).await;
+    }
+    // What only `a` received is archived before it is killed (what it holds uncommitted is lost with it).
+    eventually(60, "40 versions archived", || async {
+        (high_water(&replica_1).await >= 40).then_some(())
+    })
+    .await;
+    // The rest reaches both, and the kills come in the middle of it.
+    for n in 41..=LAST as u32 {
+        if n == 60 {
+            ingester_a.kill();
+            on_2.lock().unwrap().remove(0);
+            replica_2.kill();
+        }
+        let relays: &[&FakeRelay] = if n < 60 {
+            &[&relay_a, &relay_b]
+        } else {
+            &[&relay_b]
+        };
+        push(n, relays).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let mut seen = Vec::new();
+    for consumer in consumers {
+        seen.push(
+            tokio::time::timeout(Duration::from_secs(120), consumer)
+                .await
+                .expect("a consumer saw every report")
+                .unwrap(),
+        );
+    }
+    let every: Vec<i64> = (1..=LAST).collect();
+    for ids in &seen {
+        assert_eq!(ids, &every, "each consumer sees every id once, in order");
+    }
+
+    // Every frame either ingester received is archived once, byte for byte.
+    let reports = all_reports(&replica_1).await;
+    assert_eq!(reports.len(), LAST as usize);
+    let mut events: Vec<&str> = reports
+        .iter()
+        .map(|r| r["upstreamEventId"].as_str().unwrap())
+        .collect();
+    events.sort();
+    events.dedup();
+    assert_eq!(events.len(), LAST as usize, "no version twice");
+    for report in &reports {
+        let raw = reqwest::get(replica_1.url(&format!("/deliveries/{}/raw", report["deliveryId"])))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(
+            frames.iter().any(|f| f.as_bytes() == raw.as_ref()),
+            "stored bytes are a pushed frame"
+        );
+    }
+    drop(ingester_b);
+}
+
+/// A cq report made `padding` bytes larger by a field the decoder does not read.
+fn big_cq_frame(n: u32, padding: usize) -> String {
+    let frame = cq_frame(n);
+    format!(
+        r#"{}, "Padding":"{}"}}"#,
+        &frame[..frame.len() - 1],
+        "x".repeat(padding)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_restart_holds_frames_in_a_bounded_queue_and_replicas_answer_503_until_it_is_back()
+ {
+    let cluster = Cluster::start("restart");
+    let database = cluster.database("osds").await;
+    let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
+    let ingester = launch(tempdir("ingester"), &relay.url(), &["--ingester-name", "a"])
+        .args(["--ingest-queue-mib", "1"])
+        .database_url(&database)
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .removing_dir();
+    for path in fake_relay::channel_paths() {
+        assert!(relay.wait_connected(path, 1, Duration::from_secs(20)).await);
+    }
+    let replica = serve(&database, "replica", None).await;
+    let consumer = tokio::spawn(consume(
+        Live::Sse,
+        Arc::new(Mutex::new(vec![replica.base.clone()])),
+        12,
+    ));
+    let mut frames = Vec::new();
+    for n in 1..=5 {
+        frames.push(cq_frame(n));
+        relay
+            .push_to("/cq_eew", frames.last().unwrap().as_bytes())
+            .await;
+    }
+    eventually(60, "5 versions archived", || async {
+        (high_water(&replica).await >= 5).then_some(())
+    })
+    .await;
+
+    cluster.stop();
+    // Received while the database is gone: they wait in the ingester's queue (1 MiB)...
+    for n in 6..=11 {
+        frames.push(cq_frame(n));
+        relay
+            .push_to("/cq_eew", frames.last().unwrap().as_bytes())
+            .await;
+    }
+    frames.push(big_cq_frame(12, 600 << 10));
+    relay
+        .push_to("/cq_eew", frames.last().unwrap().as_bytes())
+        .await;
+    // ...up to its bound: these two do not fit, and are dropped and counted.
+    for n in 13..=14 {
+        relay
+            .push_to("/cq_eew", big_cq_frame(n, 600 << 10).as_bytes())
+            .await;
+    }
+    let ready = eventually(60, "the ingester not ready", || async {
+        let response = reqwest::get(ingester.base.replace("/api/v1", "/readyz"))
+            .await
+            .unwrap();
+        (response.status() == 503).then_some(response.json::<serde_json::Value>())
+    })
+    .await
+    .await
+    .unwrap();
+    assert!(
+        ready["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap().starts_with("archive_not_writable")),
+        "{ready}"
+    );
+    let unavailable = reqwest::get(replica.url("/reports?after=0")).await.unwrap();
+    assert_eq!(unavailable.status(), 503);
+    assert!(unavailable.headers().contains_key("retry-after"));
+    let body: serde_json::Value = unavailable.json().await.unwrap();
+    assert_eq!(body["code"], "unavailable", "{body}");
+
+    cluster.resume();
+    // Both recover without a restart: what was queued is archived in order, and served.
+    eventually(60, "the queued frames archived", || async {
+        let response = reqwest::get(replica.url("/reports?after=0&limit=1"))
+            .await
+            .ok()?;
+        let page: serde_json::Value = response.json().await.ok()?;
+        (page["highWater"].as_i64()? >= 12).then_some(())
+    })
+    .await;
+    let seen = tokio::time::timeout(Duration::from_secs(120), consumer)
+        .await
+        .expect("the consumer saw every report")
+        .unwrap();
+    assert_eq!(seen, (1..=12).collect::<Vec<i64>>());
+    let reports = all_reports(&replica).await;
+    assert_eq!(reports.len(), 12);
+    for (report, frame) in reports.iter().zip(&frames) {
+        let raw = reqwest::get(replica.url(&format!("/deliveries/{}/raw", report["deliveryId"])))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(
+            raw.as_ref(),
+            frame.as_bytes(),
+            "archived in the order received"
+        );
+    }
+    let writes = get_json(&ingester.url("/status")).await["writes"].clone();
+    assert_eq!(writes["writable"], true, "{writes}");
+    assert_eq!(
+        writes["dropped"],
+        serde_json::json!([{ "source": "cq", "frames": 2 }]),
+        "{writes}"
+    );
+}
