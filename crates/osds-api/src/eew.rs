@@ -10,8 +10,8 @@ use crate::response::eew::{
 };
 use crate::response::json;
 use crate::response::status::{
-    Archive, BACKUPS_NOTE, Backups, Decoder, LastBackup, Latest, SourceStatus, Status, Writes,
-    file_name,
+    Archive, BACKUPS_NOTE, Backups, Decoder, Ingester, LastBackup, Latest, SourceStatus, Status,
+    Writes, file_name,
 };
 use crate::sources::SourceFilter;
 use crate::state::AppState;
@@ -92,6 +92,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
     let sessions = state.store.recent_sessions(20).await?;
     let outages = state.store.outages(50).await?;
     let open_outages = state.store.open_outages().await?;
+    let ingesters = state.store.ingesters().await?;
     let sources: Vec<SourceStatus> = state
         .upstream
         .source_states()
@@ -105,7 +106,16 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         })
         .collect();
     let writes = Writes::from(state.writes.health());
-    let healthy = writes.writable && sources.iter().all(|s| s.state.connected);
+    // A channel is had when a socket of this process or of any running ingester (PostgreSQL) is connected.
+    let held = |source: &str| {
+        ingesters
+            .iter()
+            .any(|i| i.running && i.channels.iter().any(|c| c == source))
+    };
+    let healthy = writes.writable
+        && sources
+            .iter()
+            .all(|s| s.state.connected || held(&s.state.source));
     let decoder_set = state.decoders.load();
     let loaded = decoder_set.decoders();
     let decoders = loaded
@@ -131,6 +141,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         connections: sessions.iter().map(Session::from_row).collect(),
         upstream_sockets: state.upstream.connections(),
         outages: outages.iter().map(Outage::from_row).collect(),
+        ingesters: ingesters.iter().map(Ingester::from).collect(),
         backups,
         decoders,
         writes,

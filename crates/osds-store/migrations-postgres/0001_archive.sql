@@ -26,6 +26,16 @@ CREATE TABLE ingesters (
     first_seen_at  TEXT NOT NULL
 );
 
+-- The channels each ingester has (at least one socket of it connected), so a channel is out only while no
+-- live ingester has it. A row of an ingester whose lock nobody holds is stale (the process died): the next
+-- outage check of a live one records the outage and deletes it.
+CREATE TABLE channel_holders (
+    ingester  BIGINT NOT NULL REFERENCES ingesters(number),
+    source    TEXT NOT NULL,
+    since     TEXT NOT NULL,
+    PRIMARY KEY (ingester, source)
+);
+
 CREATE TABLE sessions (
     id            BIGINT PRIMARY KEY,
     ingester      TEXT NOT NULL REFERENCES ingesters(name),  -- the ingester that held it

@@ -104,6 +104,18 @@ columns!(SqliteRow);
 columns!(PgRow);
 
 impl ReadPool {
+    pub(crate) fn is_postgres(&self) -> bool {
+        matches!(self, ReadPool::Postgres(_))
+    }
+
+    /// The `sessions` column naming the ingester (PostgreSQL archives have several; SQLite's has none).
+    pub(crate) fn session_ingester(&self) -> &'static str {
+        match self {
+            ReadPool::Sqlite(_) => "NULL",
+            ReadPool::Postgres(_) => "ingester",
+        }
+    }
+
     /// The SQLite pool, for tests that look at SQLite's own plans and rows.
     #[cfg(test)]
     pub(crate) fn sqlite(&self) -> anyhow::Result<&SqlitePool> {

@@ -3,7 +3,8 @@
 use crate::counts::{ArchiveCounts, Listed, MatchList};
 use crate::db::{Columns, ReadPool};
 use crate::rows::{
-    DeliveryRow, EventRow, EventVersions, MonthRow, OutageRow, ServedReport, SessionRow, VersionRow,
+    DeliveryRow, EventRow, EventVersions, IngesterRow, MonthRow, OutageRow, ServedReport,
+    SessionRow, VersionRow,
 };
 use crate::rows::{REPORT_COLUMNS, report_row};
 use crate::statements::{Statements, Value as Bind};
@@ -751,20 +752,52 @@ impl Store {
 
     /// The most recent connection sessions.
     pub async fn recent_sessions(&self, limit: i64) -> anyhow::Result<Vec<SessionRow>> {
-        let mut query = Statements::one(
-            "SELECT id, path, role, started_at, connected_at, ended_at, end_reason FROM sessions \
+        let mut query = Statements::one(&format!(
+            "SELECT id, {} AS ingester, path, role, started_at, connected_at, ended_at, end_reason FROM sessions \
              ORDER BY id DESC LIMIT ?",
-        );
+            self.db.session_ingester()
+        ));
         query.bind(limit);
         self.db
             .rows(query, |r| SessionRow {
                 id: r.int("id"),
+                ingester: r.opt_text("ingester"),
                 path: r.text("path"),
                 role: r.text("role"),
                 started_at: r.text("started_at"),
                 connected_at: r.opt_text("connected_at"),
                 ended_at: r.opt_text("ended_at"),
                 end_reason: r.opt_text("end_reason"),
+            })
+            .await
+    }
+
+    /// The ingesters that have archived into a PostgreSQL archive, by name, with what each has now; none on
+    /// SQLite (the process serving it is its one ingester).
+    pub async fn ingesters(&self) -> anyhow::Result<Vec<IngesterRow>> {
+        if !self.db.is_postgres() {
+            return Ok(Vec::new());
+        }
+        let query = Statements::one(&format!(
+            "SELECT i.name, CASE WHEN {} THEN 1::bigint ELSE 0 END AS running, \
+             COALESCE((SELECT string_agg(h.source, ',' ORDER BY h.source) FROM channel_holders h \
+             WHERE h.ingester = i.number), '') AS channels, \
+             (SELECT COUNT(*) FROM sessions s WHERE s.ingester = i.name AND s.ended_at IS NULL \
+             AND s.connected_at IS NOT NULL) AS sockets \
+             FROM ingesters i ORDER BY i.name",
+            crate::postgres::ingester_runs("i.number")
+        ));
+        self.db
+            .rows(query, |r| IngesterRow {
+                name: r.text("name"),
+                running: r.int("running") == 1,
+                channels: r
+                    .text("channels")
+                    .split(',')
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                open_sockets: r.int("sockets"),
             })
             .await
     }

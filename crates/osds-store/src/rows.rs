@@ -100,12 +100,26 @@ pub struct MonthRow {
 #[derive(Debug, Clone)]
 pub struct SessionRow {
     pub id: i64,
+    /// The ingester that held it (PostgreSQL archives; `None` on SQLite).
+    pub ingester: Option<String>,
     pub path: String,
     pub role: String,
     pub started_at: String,
     pub connected_at: Option<String>,
     pub ended_at: Option<String>,
     pub end_reason: Option<String>,
+}
+
+/// An ingester of a PostgreSQL archive and what it has now.
+#[derive(Debug, Clone)]
+pub struct IngesterRow {
+    pub name: String,
+    /// It runs (holds its lock); a stopped one keeps its name for when it comes back.
+    pub running: bool,
+    /// The channels it has at least one socket of connected.
+    pub channels: Vec<String>,
+    /// Its sessions connected and not ended (a killed ingester's stay so until it starts again).
+    pub open_sockets: i64,
 }
 
 /// An interval without a connected socket; `ended_at: None` is still going on.

@@ -9,6 +9,7 @@ use crate::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT_PAGES};
 use crate::db::{ReadPool, WriteConn};
 use crate::hyp::{self, HypReportInput, StationMetric};
 use crate::ids::{HORIZON, IdReservation};
+use crate::records;
 use crate::statements::Statements;
 use crate::store::{Store, sqlite_options};
 use anyhow::Context;
@@ -247,6 +248,22 @@ impl SqliteWriter {
         .bind(now_rfc3339())
         .execute(&mut self.conn)
         .await?;
+        Ok(())
+    }
+
+    /// See [`crate::Writer::outage_begin`] (one ingester per file: its channel is the archive's).
+    pub(crate) async fn outage_begin(&mut self, source: &str, reason: &str) -> anyhow::Result<()> {
+        self.run(records::outage_begin(source, reason))
+            .await
+            .map(drop)
+    }
+
+    pub(crate) async fn outage_end(&mut self, source: &str) -> anyhow::Result<()> {
+        self.run(records::outage_end(source)).await.map(drop)
+    }
+
+    /// Nothing to check: the file's one ingester records its channels' outages itself.
+    pub(crate) async fn check_outages(&mut self) -> anyhow::Result<()> {
         Ok(())
     }
 

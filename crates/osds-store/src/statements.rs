@@ -88,6 +88,12 @@ impl Statements {
         self
     }
 
+    /// Appends `other`'s statements, in order.
+    pub(crate) fn extend(&mut self, other: Statements) -> &mut Self {
+        self.list.extend(other.list);
+        self
+    }
+
     /// Binds the next `?` of the last statement pushed.
     pub(crate) fn bind(&mut self, value: impl Into<Value>) -> &mut Self {
         self.list

@@ -177,15 +177,21 @@ impl Writer {
         on_backend!(self, b => b.close_stale_sessions().await)
     }
 
-    /// Starts an outage of `source` unless one is already open (an outage survives a restart of the service).
+    /// This process lost `source`: its outage starts unless one is already open (an outage survives a restart
+    /// of the service) or, on PostgreSQL, another running ingester still has the channel.
     pub async fn outage_begin(&mut self, source: &str, reason: &str) -> anyhow::Result<()> {
-        self.run(records::outage_begin(source, reason))
-            .await
-            .map(drop)
+        on_backend!(self, b => b.outage_begin(source, reason).await)
     }
 
+    /// This process has `source` again: its outage, if any, ends.
     pub async fn outage_end(&mut self, source: &str) -> anyhow::Result<()> {
-        self.run(records::outage_end(source)).await.map(drop)
+        on_backend!(self, b => b.outage_end(source).await)
+    }
+
+    /// On PostgreSQL, records the outages of channels whose only ingesters were killed (nothing to do on
+    /// SQLite, whose one ingester records its own at its next start).
+    pub async fn check_outages(&mut self) -> anyhow::Result<()> {
+        on_backend!(self, b => b.check_outages().await)
     }
 
     /// Records a frame refused for its size on `session_id`.

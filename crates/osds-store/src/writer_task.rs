@@ -336,6 +336,10 @@ async fn run(
                         Ok(None) => {}
                         Err(e) => tracing::warn!(error = %format!("{e:#}"), "reading the archive horizon failed"),
                     }
+                    // Another ingester may have been killed holding a channel only it had.
+                    if let Err(e) = writer.check_outages().await {
+                        tracing::warn!(error = %format!("{e:#}"), "checking the channels of stopped ingesters failed");
+                    }
                     continue;
                 }
                 horizon = followed_change(&mut followed) => {

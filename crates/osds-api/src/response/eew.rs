@@ -135,6 +135,7 @@ impl<'a> Month<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct Session<'a> {
     pub session_id: i64,
+    pub ingester: Option<&'a str>,
     pub path: &'a str,
     pub role: &'a str,
     pub started_at: &'a str,
@@ -147,6 +148,7 @@ impl<'a> Session<'a> {
     pub fn from_row(row: &'a SessionRow) -> Session<'a> {
         Session {
             session_id: row.id,
+            ingester: row.ingester.as_deref(),
             path: &row.path,
             role: &row.role,
             started_at: &row.started_at,

@@ -3,7 +3,7 @@
 use super::eew::{EewEvent, Outage, Session};
 use crate::upstream::{ConnectionState, SourceState};
 use osds_runtime::DecoderInfo;
-use osds_store::{ArchiveCounts, BackupFile, WriteHealth};
+use osds_store::{ArchiveCounts, BackupFile, IngesterRow, WriteHealth};
 use serde::Serialize;
 
 /// `Status`.
@@ -19,9 +19,31 @@ pub struct Status<'a> {
     pub connections: Vec<Session<'a>>,
     pub upstream_sockets: Vec<ConnectionState>,
     pub outages: Vec<Outage<'a>>,
+    pub ingesters: Vec<Ingester<'a>>,
     pub backups: Backups,
     pub decoders: Vec<Decoder<'a>>,
     pub writes: Writes,
+}
+
+/// `Ingester`: one of the ingesters of a PostgreSQL archive.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ingester<'a> {
+    pub name: &'a str,
+    pub running: bool,
+    pub channels: &'a [String],
+    pub open_sockets: i64,
+}
+
+impl<'a> From<&'a IngesterRow> for Ingester<'a> {
+    fn from(row: &'a IngesterRow) -> Ingester<'a> {
+        Ingester {
+            name: &row.name,
+            running: row.running,
+            channels: &row.channels,
+            open_sockets: row.open_sockets,
+        }
+    }
 }
 
 /// `Writes`: whether the archive takes writes, and the received frames waiting for it.

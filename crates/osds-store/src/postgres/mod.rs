@@ -16,6 +16,7 @@ use crate::archiving::{
 use crate::db::{ReadPool, WriteConn};
 use crate::hyp::{self, HypReportInput, StationMetric};
 use crate::ids::POSTGRES_HORIZON as HORIZON;
+use crate::records;
 use crate::served::SERVED_FORMAT;
 use crate::statements::Statements;
 use crate::store::Store;
@@ -194,6 +195,8 @@ impl PgWriter {
         .bind(now_rfc3339())
         .fetch_one(&mut self.conn)
         .await?;
+        // Its own channels of a previous run that was killed are stale: record what that left out.
+        self.in_transaction(stale_holders()).await?;
         lock_ingester(&mut self.conn, name, number).await?;
         let base = number << SESSION_ID_BITS;
         let next = sqlx::query_scalar(
@@ -252,6 +255,57 @@ impl PgWriter {
         .bind(ingester)
         .execute(&mut self.conn)
         .await?;
+        Ok(())
+    }
+
+    /// This ingester lost `source` (no socket of it connected): the channel's outage begins unless another
+    /// running ingester has it. A writer of no ingester records it as on SQLite.
+    pub(crate) async fn outage_begin(&mut self, source: &str, reason: &str) -> anyhow::Result<()> {
+        let Some((_, number)) = &self.ingester else {
+            return self
+                .run(records::outage_begin(source, reason))
+                .await
+                .map(drop);
+        };
+        let mut s = Statements::one(OUTAGES_LOCK);
+        s.push("DELETE FROM channel_holders WHERE ingester = ? AND source = ?")
+            .bind(*number)
+            .bind(source);
+        s.push(&format!(
+            "INSERT INTO outages (source, started_at, reason) SELECT ?, ?, ? \
+             WHERE NOT EXISTS (SELECT 1 FROM outages WHERE source = ? AND ended_at IS NULL) \
+             AND NOT EXISTS (SELECT 1 FROM channel_holders h WHERE h.source = ? AND {})",
+            ingester_runs("h.ingester")
+        ))
+        .bind(source)
+        .bind(now_rfc3339())
+        .bind(reason)
+        .bind(source)
+        .bind(source);
+        self.in_transaction(s).await
+    }
+
+    /// This ingester has `source` again: the channel's outage, if any, ends.
+    pub(crate) async fn outage_end(&mut self, source: &str) -> anyhow::Result<()> {
+        let mut s = Statements::one(OUTAGES_LOCK);
+        if let Some((_, number)) = &self.ingester {
+            s.push(
+                "INSERT INTO channel_holders (ingester, source, since) VALUES (?, ?, ?) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(*number)
+            .bind(source)
+            .bind(now_rfc3339());
+        }
+        s.extend(records::outage_end(source));
+        self.in_transaction(s).await
+    }
+
+    /// See [`stale_holders`]; only an ingester's writer checks.
+    pub(crate) async fn check_outages(&mut self) -> anyhow::Result<()> {
+        if self.ingester.is_some() {
+            self.in_transaction(stale_holders()).await?;
+        }
         Ok(())
     }
 
@@ -317,6 +371,42 @@ impl PgWriter {
         tx.commit().await.context("commit ingest transaction")?;
         Ok(summary)
     }
+}
+
+/// Serialises the outage bookkeeping of all ingesters (an advisory lock key no ingester number takes).
+const OUTAGES_LOCK: &str = "SELECT pg_advisory_xact_lock(-1)";
+
+/// SQL that is true when the ingester numbered `{number}` runs: it holds its advisory lock (see [`register`]).
+/// A bigint key's lock shows as `classid` (high half) and `objid` (low half), with `objsubid` 1.
+pub(crate) fn ingester_runs(number: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted \
+         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+         AND l.classid::bigint = ({number} >> 32) AND l.objid::bigint = ({number} & 4294967295) \
+         AND l.objsubid = 1)"
+    )
+}
+
+/// Records the outages of channels whose only holders stopped without saying so (killed), and forgets their
+/// holdings. Run by every ingester now and then, and by one registering (its own rows of a previous run are
+/// such).
+fn stale_holders() -> Statements {
+    let mut s = Statements::one(OUTAGES_LOCK);
+    s.push(&format!(
+        "INSERT INTO outages (source, started_at, reason) \
+         SELECT DISTINCT h.source, ?, 'ingester stopped' FROM channel_holders h \
+         WHERE NOT {} \
+         AND NOT EXISTS (SELECT 1 FROM channel_holders o WHERE o.source = h.source AND {}) \
+         AND NOT EXISTS (SELECT 1 FROM outages x WHERE x.source = h.source AND x.ended_at IS NULL)",
+        ingester_runs("h.ingester"),
+        ingester_runs("o.ingester"),
+    ))
+    .bind(now_rfc3339());
+    s.push(&format!(
+        "DELETE FROM channel_holders h WHERE NOT {}",
+        ingester_runs("h.ingester")
+    ));
+    s
 }
 
 /// Takes ingester `name`'s advisory lock (its `number`) for as long as `conn` is open: one process per name.
