@@ -11,9 +11,9 @@ use futures_util::SinkExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use support::contract::{Contract, Target, encode};
+use support::database::{Snapshot, copy_into, snapshot};
 use support::in_process::{InProcess, config};
 use support::live::{SseClient, ws_next, ws_url};
 use support::{eventually, start_connected, tempdir, wait_queries_done};
@@ -81,10 +81,10 @@ async fn archived(target: &impl Target) -> bool {
     status["archive"]["versions"] == 8 && status["archive"]["unparsed"] == 1
 }
 
-/// The archive, as one file, ingested once per test binary by the real service (in-process, on a runtime of its own)
-/// from the fake relay.
-fn archive() -> &'static Path {
-    static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
+/// The archive, ingested once per test binary by the real service (in-process, on a runtime of its own) from the
+/// fake relay.
+fn archive() -> &'static Snapshot {
+    static ARCHIVE: OnceLock<Snapshot> = OnceLock::new();
     ARCHIVE.get_or_init(|| {
         std::thread::spawn(|| {
             tokio::runtime::Runtime::new()
@@ -96,7 +96,7 @@ fn archive() -> &'static Path {
     })
 }
 
-async fn ingest_archive() -> PathBuf {
+async fn ingest_archive() -> Snapshot {
     let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
     let dir = tempdir("api-archive");
     let service = InProcess::start(config(&dir, Some(&relay.url())), dir.clone()).await;
@@ -115,14 +115,8 @@ async fn ingest_archive() -> PathBuf {
     })
     .await;
     service.stop().await;
-    // A backup is one self-contained file (the live database keeps recent commits in its WAL): each test
-    // serves a copy of it.
-    let database_url = format!("sqlite://{}", dir.join("osds.db").display());
-    osds_store::backup::backup(&database_url, &dir.join("snapshot"), 1)
-        .await
-        .expect("back the archive up")
-        .backup
-        .path
+    // Each test serves a copy of it.
+    snapshot(&dir).await
 }
 
 /// A test's own service on a copy of the archive, and the document to check its answers against.
@@ -889,7 +883,7 @@ async fn every_documented_parameter_bound_is_accepted_and_one_step_beyond_refuse
 async fn schemathesis_finds_no_failure_in_the_real_server() {
     let st = support::schemathesis();
     let dir = tempdir("schemathesis");
-    std::fs::copy(archive(), dir.join("osds.db")).unwrap();
+    copy_into(archive(), &dir);
     let server = support::launch(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"])
         .start()
         .unwrap_or_else(|e| panic!("{e:#}"))

@@ -432,6 +432,11 @@ async fn writes(server: &Server) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_disk_holds_frames_in_order_until_there_is_room_and_sigterm_still_stops() {
+    if support::database::on_postgres() {
+        // The disk under the SQLite file fills. On PostgreSQL the same holding of received frames is checked
+        // with the database server stopped (tests/several.rs).
+        return;
+    }
     // The archive lives on a small tmpfs mounted in the server's own mount namespace (no privileges needed
     // beyond a user namespace); the test reaches it through /proc/PID/root.
     let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();

@@ -1,6 +1,7 @@
 //! The real service started inside the test process: archive, decoders, shaper and gateway as `osds serve`
 //! wires them ([`osds_server::service::Service`]), with requests sent to its router without a socket.
 
+use super::database::{Snapshot, copy_into};
 use super::tempdir;
 use axum::body::Body;
 use axum::http::Request;
@@ -13,12 +14,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tower::ServiceExt;
 
-/// A service on the archive at `dir/osds.db`, ingesting from `upstream` when given (with the fake relay's fast
+/// A service on the archive of `dir` (`dir/osds.db`, or its PostgreSQL database: `support::database`), ingesting from `upstream` when given (with the fake relay's fast
 /// timings), with the per-client limits out of the way.
 pub fn config(dir: &Path, upstream: Option<&str>) -> ServiceConfig {
     ServiceConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        database_url: format!("sqlite://{}", dir.join("osds.db").display()),
+        database_url: super::database::url_for(dir),
         upstream: upstream.map(|url| UpstreamConfig {
             check_interval: Duration::from_millis(200),
             silence_timeout: Duration::from_millis(1500),
@@ -89,10 +90,10 @@ impl InProcess {
         }
     }
 
-    /// The service, not ingesting, on a copy of the archive `db` in a new directory.
-    pub async fn on_copy_of(db: &Path) -> InProcess {
+    /// The service, not ingesting, on a copy of the archive `snapshot` in a new directory.
+    pub async fn on_copy_of(snapshot: &Snapshot) -> InProcess {
         let dir = tempdir("in-process");
-        std::fs::copy(db, dir.join("osds.db")).expect("copy the archive");
+        copy_into(snapshot, &dir);
         InProcess::launch(config(&dir, None), dir, true).await
     }
 

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod contract;
+pub mod database;
 pub mod in_process;
 pub mod live;
 
@@ -138,7 +139,11 @@ pub fn start_server_in(dir: PathBuf, upstream: &str, extra: &[&str]) -> Server {
 
 /// How [`start_server_in`] starts the server, for a test that adds to it.
 pub fn launch(dir: PathBuf, upstream: &str, extra: &[&str]) -> osds_testkit::server::Launch {
-    osds_testkit::server::Launch::new(env!("CARGO_BIN_EXE_osds"), dir)
+    let mut launch = osds_testkit::server::Launch::new(env!("CARGO_BIN_EXE_osds"), &dir);
+    if database::on_postgres() {
+        launch = launch.database_url(database::url_for(&dir));
+    }
+    launch
         .args(["--upstream-url", upstream])
         .args([
             "--upstream-check-secs",

@@ -77,10 +77,11 @@ macro_rules! columns {
     ($row:ty) => {
         impl Columns for $row {
             fn int(&self, column: &str) -> i64 {
-                self.get(column)
+                self.opt_int(column)
+                    .unwrap_or_else(|| panic!("column {column} is NULL"))
             }
             fn opt_int(&self, column: &str) -> Option<i64> {
-                self.get(column)
+                self.wide_int(column)
             }
             fn text(&self, column: &str) -> String {
                 self.get(column)
@@ -102,6 +103,26 @@ macro_rules! columns {
 }
 columns!(SqliteRow);
 columns!(PgRow);
+
+/// An integer column as `i64`: SQLite's integers are; PostgreSQL's may be narrower (a literal `1` is `integer`).
+trait WideInt {
+    fn wide_int(&self, column: &str) -> Option<i64>;
+}
+
+impl WideInt for SqliteRow {
+    fn wide_int(&self, column: &str) -> Option<i64> {
+        self.get(column)
+    }
+}
+
+impl WideInt for PgRow {
+    fn wide_int(&self, column: &str) -> Option<i64> {
+        match self.try_get::<Option<i64>, _>(column) {
+            Ok(value) => value,
+            Err(_) => self.get::<Option<i32>, _>(column).map(i64::from),
+        }
+    }
+}
 
 impl ReadPool {
     pub(crate) fn is_postgres(&self) -> bool {

@@ -67,17 +67,63 @@ impl Cluster {
     /// The URL of a new, empty database `name` on the cluster.
     pub async fn database(&self, name: &str) -> String {
         use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&self.url("postgres"))
+        let mut conn = sqlx::PgConnection::connect(&self.url_of("postgres"))
             .await
             .expect("connect to the throwaway cluster");
         sqlx::query(&format!("CREATE DATABASE \"{name}\""))
             .execute(&mut conn)
             .await
             .expect("create a database");
-        self.url(name)
+        self.url_of(name)
     }
 
-    fn url(&self, database: &str) -> String {
+    /// Makes database `name` (empty, or a copy of database `template`, which nothing may be connected to) and
+    /// returns its URL. Synchronous (`createdb`), for test support that runs outside a runtime.
+    pub fn create_database(&self, name: &str, template: Option<&str>) -> String {
+        let host = self.dir.clone();
+        self.server_command("createdb", |c| {
+            c.arg("-h")
+                .arg(&host)
+                .args(["-p", &SOCKET_PORT.to_string(), "-U", "osds"]);
+            if let Some(template) = template {
+                c.args(["-T", template]);
+            }
+            c.arg(name);
+        });
+        self.url_of(name)
+    }
+
+    /// Has the cluster stopped and deleted once this process has ended, for a cluster kept in a `static` (never
+    /// dropped): a shell left behind waits for the process to go.
+    pub fn stop_when_this_process_ends(&self) {
+        let pg_ctl = self.server_program("pg_ctl", |c| {
+            c.arg("-D")
+                .arg(self.data())
+                .args(["-s", "-m", "immediate", "stop"]);
+        });
+        let stop: Vec<String> = std::iter::once(pg_ctl.get_program())
+            .chain(pg_ctl.get_args())
+            .map(|a| shell_quote(&a.to_string_lossy()))
+            .collect();
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} >/dev/null 2>&1; rm -rf {dir}",
+            pid = std::process::id(),
+            stop = stop.join(" "),
+            dir = shell_quote(&self.dir.to_string_lossy()),
+        );
+        // Started in the background of a shell that ends at once: the watchdog outlives this process.
+        let status = Command::new("sh")
+            .args(["-c", &format!("({script}) &")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("start the cluster's watchdog");
+        assert!(status.success(), "the cluster's watchdog did not start");
+    }
+
+    /// The URL of database `database` on the cluster.
+    pub fn url_of(&self, database: &str) -> String {
         format!(
             "postgres://osds@localhost/{database}?host={}&port={SOCKET_PORT}",
             self.dir.display()
@@ -123,6 +169,10 @@ impl Drop for Cluster {
             .output();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 /// Whether the tests run as root (asked of `id`: the crate has no libc binding of its own).
