@@ -167,7 +167,7 @@ fn a_database_url_the_command_cannot_take_is_refused_and_nothing_is_created() {
             .map(String::from)
             .to_vec(),
             "postgresql://localhost/osds",
-            "restore it with pg_restore",
+            "restored with pg_restore",
         ),
         // Taken as PostgreSQL's: no server there, so the service stops before making anything.
         (

@@ -395,3 +395,101 @@ async fn a_database_restart_holds_frames_in_a_bounded_queue_and_replicas_answer_
         "{writes}"
     );
 }
+
+/// Runs PostgreSQL's `program` on the cluster; it must succeed.
+fn pg(cluster: &Cluster, program: &str, args: &[&str]) {
+    let output = cluster.client(program).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pg_dump_restored_gets_a_new_identity_and_ids_above_every_one_handed_out() {
+    let cluster = Cluster::start("restore");
+    let database = cluster.database("osds").await;
+    let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
+    let push_until = async |server: &Server, numbers: std::ops::RangeInclusive<u32>| {
+        let last = *numbers.end() as i64;
+        for n in numbers {
+            relay.push_to("/cq_eew", cq_frame(n).as_bytes()).await;
+        }
+        eventually(60, "archived", || async {
+            (high_water(server).await >= last).then_some(())
+        })
+        .await;
+    };
+    let dump = tempdir("dump").join("osds.dump");
+    let mut server = serve(&database, "a", Some(&relay)).await;
+    push_until(&server, 1..=5).await;
+    let before = get_json(&server.url("/status")).await["archiveId"].clone();
+    pg(
+        &cluster,
+        "pg_dump",
+        &["-Fc", "-f", dump.to_str().unwrap(), "osds"],
+    );
+    // Handed out after the dump: lost with the restore, but consumers may hold these cursors.
+    push_until(&server, 6..=8).await;
+
+    pg(&cluster, "createdb", &["restored"]);
+    pg(
+        &cluster,
+        "pg_restore",
+        &["-d", "restored", dump.to_str().unwrap()],
+    );
+    let restored = database.replace("/osds?", "/restored?");
+    let restore = |args: &[&str]| {
+        support::osds()
+            .args(["restore", "--database-url", &restored])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let refused = restore(&[]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--ids-above"));
+    // Nothing may be connected to it meanwhile.
+    let replica = serve(&restored, "replica", None).await;
+    let busy = restore(&["--ids-above", "8"]);
+    assert!(!busy.status.success());
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("stop every osds process"),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+    drop(replica);
+    server.stop().await;
+    let done = eventually(30, "the restore once nothing is connected", || async {
+        let output = restore(&["--ids-above", "8"]);
+        output.status.success().then_some(output)
+    })
+    .await;
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        stdout.contains("reports up to id 5") && stdout.contains("new report ids start after 8"),
+        "{stdout}"
+    );
+
+    let server = serve(&restored, "a", Some(&relay)).await;
+    let status = get_json(&server.url("/status")).await;
+    assert_ne!(status["archiveId"], before, "a new identity");
+    assert_eq!(status["archive"]["highWater"], 8);
+    // A cursor the replaced archive handed out resumes; one beyond it is refused.
+    let ahead = reqwest::get(server.url("/reports?after=9")).await.unwrap();
+    assert_eq!(ahead.status(), 409);
+    push_until(&server, 9..=9).await;
+    let page = get_json(&server.url("/reports?after=5")).await;
+    let ids: Vec<i64> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [9],
+        "the next version gets the id after every one handed out"
+    );
+}

@@ -54,10 +54,28 @@ pub struct BackupOutcome {
 fn refuse_postgres(database_url: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
         !crate::db::is_postgres_url(database_url),
-        "`{database_url}` is a PostgreSQL database: back it up with pg_dump and restore it with pg_restore \
-         (README, \"Running on several machines\"); `osds backup` and `osds restore` copy SQLite files"
+        "`{database_url}` is a PostgreSQL database: back it up with pg_dump and restore it with pg_restore, \
+         then run `osds restore --database-url URL --ids-above N` (README, \"Running on several machines\"); \
+         `osds backup` and `osds restore BACKUP` copy SQLite files"
     );
     Ok(())
+}
+
+/// `osds restore` after a `pg_restore` into the PostgreSQL database at `database_url` (see
+/// [`crate::postgres::mark_restored`]): the same rules as [`restore`], with the replaced archive's highest id
+/// given by the operator.
+pub async fn restore_postgres(
+    database_url: &str,
+    ids_above: i64,
+) -> anyhow::Result<RestoreOutcome> {
+    let (archive_id, backup_high_water, id_floor) =
+        crate::postgres::mark_restored(database_url, ids_above).await?;
+    Ok(RestoreOutcome {
+        database: database_url.to_owned(),
+        archive_id,
+        backup_high_water,
+        id_floor,
+    })
 }
 
 /// Takes a backup of the SQLite database at `database_url` into `directory` (created when missing), then
@@ -361,8 +379,8 @@ fn parse_name(name: &str) -> Option<(DateTime<Utc>, u32)> {
 /// What a restore did.
 #[derive(Debug, Clone)]
 pub struct RestoreOutcome {
-    /// The database file the backup now is.
-    pub database: PathBuf,
+    /// The database the backup now is (a SQLite file's path, or a PostgreSQL URL).
+    pub database: String,
     /// The restored archive's new identity.
     pub archive_id: String,
     /// The backup's own horizon: the reports it holds end there.
@@ -422,7 +440,7 @@ pub async fn restore(backup_file: &Path, database_url: &str) -> anyhow::Result<R
     drop(store);
     writer.close().await?;
     Ok(RestoreOutcome {
-        database,
+        database: database.display().to_string(),
         archive_id,
         backup_high_water,
         id_floor: floor,

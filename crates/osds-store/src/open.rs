@@ -6,6 +6,13 @@ use crate::writer::{Backend, Writer};
 /// Opens the database at `url`, which must exist (every command but `osds serve` works on an archive that
 /// is already there: a mistyped URL must not quietly create an empty one), like [`open`].
 pub async fn open_existing(url: &str) -> anyhow::Result<(Store, Writer)> {
+    if crate::db::is_postgres_url(url) {
+        anyhow::ensure!(
+            crate::postgres::holds_an_archive(url).await?,
+            "database {url} holds no osds archive (is --database-url right?); only `osds serve` creates one"
+        );
+        return open(url).await;
+    }
     let path = database_path(url)?;
     anyhow::ensure!(
         path.is_file(),

@@ -93,6 +93,16 @@ impl Cluster {
         self.url_of(name)
     }
 
+    /// PostgreSQL's client program `name` (`pg_dump`, `pg_restore`, `dropdb`, ...) set to reach this cluster.
+    pub fn client(&self, name: &str) -> Command {
+        let mut command = Command::new(self.bin.join(name));
+        command
+            .env("PGHOST", &self.dir)
+            .env("PGPORT", SOCKET_PORT.to_string())
+            .env("PGUSER", "osds");
+        command
+    }
+
     /// Has the cluster stopped and deleted once this process has ended, for a cluster kept in a `static` (never
     /// dropped): a shell left behind waits for the process to go.
     pub fn stop_when_this_process_ends(&self) {

@@ -67,6 +67,53 @@ pub async fn open_store(url: &str) -> anyhow::Result<Store> {
     Ok(Store::new(ReadPool::Postgres(pool), archive_id))
 }
 
+/// After a `pg_restore` into the database at `url`: a new identity, and report ids above `ids_above` (the
+/// highest id the replaced archive handed out, which the database cannot know any more) and above the restored
+/// horizon from now on. Refused while anything else is connected to the database (every `osds` on it must be
+/// stopped). Returns the new identity, the restored horizon and the new floor.
+pub async fn mark_restored(url: &str, ids_above: i64) -> anyhow::Result<(String, i64, i64)> {
+    anyhow::ensure!(
+        holds_an_archive(url).await?,
+        "database {url} holds no osds archive (restore the pg_dump into it first)"
+    );
+    let mut conn = connect_options(url)?.connect().await?;
+    let others: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .fetch_one(&mut conn)
+    .await?;
+    anyhow::ensure!(
+        others == 0,
+        "{others} other connection(s) to {url}: stop every osds process on this database first"
+    );
+    let restored: i64 = sqlx::query_scalar(&format!("SELECT {HORIZON}"))
+        .fetch_one(&mut conn)
+        .await?;
+    let floor = restored.max(ids_above);
+    let archive_id: String = sqlx::query_scalar(
+        "UPDATE archive SET archive_id = replace(gen_random_uuid()::text, '-', ''), \
+         id_floor = GREATEST(id_floor, $1) RETURNING archive_id",
+    )
+    .bind(floor)
+    .fetch_one(&mut conn)
+    .await?;
+    conn.close().await?;
+    Ok((archive_id, restored, floor))
+}
+
+/// Whether the database at `url` (which must exist) holds an archive: its schema is in place.
+pub(crate) async fn holds_an_archive(url: &str) -> anyhow::Result<bool> {
+    let mut conn = connect_options(url)?
+        .connect()
+        .await
+        .with_context(|| format!("open database {url}"))?;
+    let found: bool = sqlx::query_scalar("SELECT to_regclass('archive') IS NOT NULL")
+        .fetch_one(&mut conn)
+        .await?;
+    conn.close().await?;
+    Ok(found)
+}
+
 /// Opens the PostgreSQL archive at `url` (bringing its schema up to date) and returns the read side and a
 /// writer of no ingester yet (see `Writer::register_ingester`).
 pub(crate) async fn open(url: &str) -> anyhow::Result<(Store, PgWriter)> {

@@ -540,6 +540,19 @@ async fn reads_answer_alike() {
 /// Each ingester hands out session ids of its own range without asking the database, continues it after
 /// a restart, and runs once per name; closing stale sessions leaves another ingester's alone.
 #[tokio::test]
+async fn commands_open_an_existing_archive_only() {
+    let cluster = Cluster::start("existing");
+    let url = cluster.database("osds").await;
+    let empty = crate::open_existing(&url).await.err().expect("no archive");
+    assert!(
+        format!("{empty:#}").contains("holds no osds archive"),
+        "{empty:#}"
+    );
+    drop(crate::open(&url).await.unwrap());
+    assert!(crate::open_existing(&url).await.is_ok());
+}
+
+#[tokio::test]
 async fn ingesters_name_their_sessions() {
     let cluster = Cluster::start("names");
     let url = cluster.database("osds").await;

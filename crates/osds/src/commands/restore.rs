@@ -1,4 +1,5 @@
-//! `osds restore BACKUP`: puts a backup back as the archive, with the service stopped. The restored archive
+//! `osds restore BACKUP`: puts a backup back as the archive, with the service stopped (a PostgreSQL archive is
+//! put back with `pg_restore`, then marked restored with `osds restore --ids-above N`). The restored archive
 //! gets a new `archiveId`, and its report ids continue above every id the replaced archive can have handed
 //! out, so a consumer's cursor never names two different reports.
 
@@ -8,9 +9,14 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct RestoreArgs {
-    /// The backup file (`osds-YYYYMMDDTHHMMSSZ.db`, as `osds backup` and the service write them).
+    /// The backup file (`osds-YYYYMMDDTHHMMSSZ.db`, as `osds backup` and the service write them). Not for a
+    /// PostgreSQL archive, restored with `pg_restore` before this command runs (see --ids-above).
     #[arg(value_name = "BACKUP")]
-    pub backup: PathBuf,
+    pub backup: Option<PathBuf>,
+    /// PostgreSQL only, after `pg_restore`: the highest report id the replaced archive handed out (its last
+    /// `highWater`); new ids continue above it and above the restored archive's.
+    #[arg(long, value_name = "ID", value_parser = clap::value_parser!(i64).range(0..))]
+    pub ids_above: Option<i64>,
     /// The archive to replace. Refused while an `osds serve` runs on it.
     #[arg(
         long,
@@ -24,18 +30,32 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    println!(
-        "osds: restoring {} into {}",
-        args.backup.display(),
-        args.database_url
-    );
-    let outcome = runtime.block_on(backup::restore(&args.backup, &args.database_url))?;
+    let outcome = if osds_store::is_postgres_url(&args.database_url) {
+        let (None, Some(ids_above)) = (&args.backup, args.ids_above) else {
+            anyhow::bail!(
+                "a PostgreSQL archive is restored with pg_restore, then `osds restore --database-url URL \
+                 --ids-above N` (no BACKUP file; N: the replaced archive's last highWater)"
+            );
+        };
+        println!("osds: marking {} as restored", args.database_url);
+        runtime.block_on(backup::restore_postgres(&args.database_url, ids_above))?
+    } else {
+        let (Some(backup), None) = (&args.backup, args.ids_above) else {
+            anyhow::bail!(
+                "a SQLite archive is restored from a BACKUP file, and knows how far its ids went \
+                 (--ids-above is for PostgreSQL)"
+            );
+        };
+        println!(
+            "osds: restoring {} into {}",
+            backup.display(),
+            args.database_url
+        );
+        runtime.block_on(backup::restore(backup, &args.database_url))?
+    };
     println!(
         "osds: restored {} (reports up to id {}); archiveId {}; new report ids start after {}",
-        outcome.database.display(),
-        outcome.backup_high_water,
-        outcome.archive_id,
-        outcome.id_floor
+        outcome.database, outcome.backup_high_water, outcome.archive_id, outcome.id_floor
     );
     Ok(ExitCode::SUCCESS)
 }
