@@ -465,7 +465,8 @@ async fn start_detector(
         return Ok(None);
     };
     tracing::info!(model = %config.travel_times.name(), "hyp travel times");
-    let (store, writer) = osds_store::open(database_url).await?;
+    let (store, mut writer) = osds_store::open(database_url).await?;
+    writer.claim_detector().await?;
     let frames = osds_store::FrameArchive::open(&frames_url).await?;
     let handle = match source {
         DetectorSource::Kmoni { fetcher, retention } => {

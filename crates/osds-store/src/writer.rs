@@ -66,6 +66,15 @@ impl Writer {
         Ok(())
     }
 
+    /// On PostgreSQL, makes this the writer of the one detector of all processes that share the archive (a
+    /// second is refused). On SQLite the one service is.
+    pub async fn claim_detector(&mut self) -> anyhow::Result<()> {
+        if let Backend::Postgres(b) = &mut self.backend {
+            b.claim_detector().await?;
+        }
+        Ok(())
+    }
+
     /// The ingester's name on PostgreSQL (`None` on SQLite, and for a writer of no ingester).
     pub fn ingester(&self) -> Option<&str> {
         match &self.backend {

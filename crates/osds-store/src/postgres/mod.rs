@@ -131,6 +131,8 @@ pub(crate) struct PgWriter {
     options: Box<PgConnectOptions>,
     /// The ingester whose sessions this writer records (name, number), once registered.
     ingester: Option<(String, i64)>,
+    /// The roles this writer's connection holds the locks of.
+    roles: Vec<Role>,
     /// A write failed: the connection is replaced before the next (the server may have restarted, or the
     /// network dropped it).
     broken: bool,
@@ -171,6 +173,7 @@ impl PgWriter {
             conn,
             options,
             ingester: None,
+            roles: Vec::new(),
             broken: false,
         })
     }
@@ -184,8 +187,8 @@ impl PgWriter {
                 .connect()
                 .await
                 .context("connect to the database again")?;
-            if let Some((name, number)) = &self.ingester {
-                lock_ingester(&mut conn, name, *number).await?;
+            for role in &self.roles {
+                role.take(&mut conn).await?;
             }
             tracing::info!("connected to the archive database again");
             // The old connection is gone or going: dropping it closes whatever is left of it.
@@ -244,7 +247,12 @@ impl PgWriter {
         .await?;
         // Its own channels of a previous run that was killed are stale: record what that left out.
         self.in_transaction(stale_holders()).await?;
-        lock_ingester(&mut self.conn, name, number).await?;
+        let role = Role::Ingester {
+            name: name.to_owned(),
+            number,
+        };
+        role.take(&mut self.conn).await?;
+        self.roles.push(role);
         let base = number << SESSION_ID_BITS;
         let next = sqlx::query_scalar(
             "SELECT COALESCE(MAX(id), $1) + 1 FROM sessions WHERE id > $1 AND id < $2",
@@ -302,6 +310,13 @@ impl PgWriter {
         .bind(ingester)
         .execute(&mut self.conn)
         .await?;
+        Ok(())
+    }
+
+    /// Takes the detector's lock: one process of all that share the archive runs the detector.
+    pub(crate) async fn claim_detector(&mut self) -> anyhow::Result<()> {
+        Role::Detector.take(&mut self.conn).await?;
+        self.roles.push(Role::Detector);
         Ok(())
     }
 
@@ -456,17 +471,45 @@ fn stale_holders() -> Statements {
     s
 }
 
-/// Takes ingester `name`'s advisory lock (its `number`) for as long as `conn` is open: one process per name.
-async fn lock_ingester(conn: &mut PgConnection, name: &str, number: i64) -> anyhow::Result<()> {
-    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-        .bind(number)
-        .fetch_one(&mut *conn)
-        .await?;
-    anyhow::ensure!(
-        locked,
-        "ingester `{name}` is already running against this database (each ingester needs a name of its own)"
-    );
-    Ok(())
+/// What only one process may do at a time on an archive, held as an advisory lock for as long as the
+/// writer's connection is open (and taken again with a new one).
+#[derive(Clone)]
+enum Role {
+    /// Ingester `name`, whose lock key is its `number`.
+    Ingester { name: String, number: i64 },
+    /// The self-sensing detector: two would publish two sets of `hyp` reports.
+    Detector,
+}
+
+impl Role {
+    /// The detector's key, outside the ingester numbers (positive) and [`OUTAGES_LOCK`]'s.
+    const DETECTOR_KEY: i64 = -2;
+
+    fn key(&self) -> i64 {
+        match self {
+            Role::Ingester { number, .. } => *number,
+            Role::Detector => Role::DETECTOR_KEY,
+        }
+    }
+
+    /// Takes the role's lock on `conn`, or says who has it.
+    async fn take(&self, conn: &mut PgConnection) -> anyhow::Result<()> {
+        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(self.key())
+            .fetch_one(&mut *conn)
+            .await?;
+        match self {
+            Role::Ingester { name, .. } => anyhow::ensure!(
+                locked,
+                "ingester `{name}` is already running against this database (each ingester needs a name of its own)"
+            ),
+            Role::Detector => anyhow::ensure!(
+                locked,
+                "a hyp detector already runs on this archive (another `osds serve --hyp-source`): run it in one process"
+            ),
+        }
+        Ok(())
+    }
 }
 
 impl ReadContext for PgConnection {

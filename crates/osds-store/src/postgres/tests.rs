@@ -553,6 +553,31 @@ async fn commands_open_an_existing_archive_only() {
 }
 
 #[tokio::test]
+async fn one_process_of_all_runs_the_detector() {
+    let cluster = Cluster::start("detector");
+    let url = cluster.database("osds").await;
+    let (_, mut first) = crate::open(&url).await.unwrap();
+    let (_, mut second) = crate::open(&url).await.unwrap();
+    first.claim_detector().await.unwrap();
+    let refused = second
+        .claim_detector()
+        .await
+        .expect_err("a second detector");
+    assert!(
+        format!("{refused:#}").contains("a hyp detector already runs"),
+        "{refused:#}"
+    );
+    first.close().await.unwrap();
+    // The lock goes with the first writer's connection (as the server ends that backend).
+    let mut attempts = 0;
+    while let Err(e) = second.claim_detector().await {
+        attempts += 1;
+        assert!(attempts < 400, "the lock was never released: {e:#}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
 async fn ingesters_name_their_sessions() {
     let cluster = Cluster::start("names");
     let url = cluster.database("osds").await;
