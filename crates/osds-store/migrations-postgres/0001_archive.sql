@@ -4,7 +4,7 @@
 -- Raw payloads, deliveries and report versions are append-only: never updated, never deleted.
 
 -- The archive's identity and id floor (migrations/0005), and the form its served texts are in (0010). Every
--- archiving transaction takes this row's lock first: see docs/design.md, "Several ingesters".
+-- archiving transaction takes this row's lock first: see docs/design.md, "Several processes on one archive".
 CREATE TABLE archive (
     singleton      BIGINT PRIMARY KEY CHECK (singleton = 1),
     archive_id     TEXT NOT NULL,

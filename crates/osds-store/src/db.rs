@@ -11,6 +11,17 @@ pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
+/// SQL that is true when the ingester numbered `{number}` runs: it holds its advisory lock (see `postgres::PgWriter::register`).
+/// A bigint key's lock shows as `classid` (high half) and `objid` (low half), with `objsubid` 1.
+pub(crate) fn ingester_runs(number: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted \
+         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+         AND l.classid::bigint = ({number} >> 32) AND l.objid::bigint = ({number} & 4294967295) \
+         AND l.objsubid = 1)"
+    )
+}
+
 #[derive(Clone)]
 pub(crate) enum ReadPool {
     Sqlite(SqlitePool),

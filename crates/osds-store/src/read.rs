@@ -785,7 +785,7 @@ impl Store {
              (SELECT COUNT(*) FROM sessions s WHERE s.ingester = i.name AND s.ended_at IS NULL \
              AND s.connected_at IS NOT NULL) AS sockets \
              FROM ingesters i ORDER BY i.name",
-            crate::postgres::ingester_runs("i.number")
+            crate::db::ingester_runs("i.number")
         ));
         self.db
             .rows(query, |r| IngesterRow {

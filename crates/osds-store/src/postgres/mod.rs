@@ -7,13 +7,13 @@
 //!
 //! Ids across ingesters: every archiving transaction takes `ARCHIVING_LOCK` first and holds it until it ends,
 //! and reads the next id after taking it, so ids commit in id order with no gap and a version two ingesters
-//! received is archived once (docs/design.md, "Several ingesters", says why).
+//! received is archived once (docs/design.md, "Several processes on one archive", says why).
 
 use crate::archiving::{
     Incoming, IngestSummary, ReadContext, Recovered, RecoverySummary, VersionContext,
     archive_batch, recover_in,
 };
-use crate::db::{ReadPool, WriteConn};
+use crate::db::{ReadPool, WriteConn, ingester_runs};
 use crate::hyp::{self, HypReportInput, StationMetric};
 use crate::ids::POSTGRES_HORIZON as HORIZON;
 use crate::records;
@@ -437,17 +437,6 @@ impl PgWriter {
 
 /// Serialises the outage bookkeeping of all ingesters (an advisory lock key no ingester number takes).
 const OUTAGES_LOCK: &str = "SELECT pg_advisory_xact_lock(-1)";
-
-/// SQL that is true when the ingester numbered `{number}` runs: it holds its advisory lock (see [`register`]).
-/// A bigint key's lock shows as `classid` (high half) and `objid` (low half), with `objsubid` 1.
-pub(crate) fn ingester_runs(number: &str) -> String {
-    format!(
-        "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted \
-         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-         AND l.classid::bigint = ({number} >> 32) AND l.objid::bigint = ({number} & 4294967295) \
-         AND l.objsubid = 1)"
-    )
-}
 
 /// Records the outages of channels whose only holders stopped without saying so (killed), and forgets their
 /// holdings. Run by every ingester now and then, and by one registering (its own rows of a previous run are
