@@ -140,11 +140,12 @@ impl ReadPool {
         matches!(self, ReadPool::Postgres(_))
     }
 
-    /// The `sessions` column naming the ingester (PostgreSQL archives have several; SQLite's has none).
-    pub(crate) fn session_ingester(&self) -> &'static str {
+    /// The column of `sessions` (as `alias`) naming the ingester: PostgreSQL archives have several; SQLite's
+    /// has none (NULL).
+    pub(crate) fn session_ingester(&self, alias: &str) -> String {
         match self {
-            ReadPool::Sqlite(_) => "NULL",
-            ReadPool::Postgres(_) => "ingester",
+            ReadPool::Sqlite(_) => "NULL".to_owned(),
+            ReadPool::Postgres(_) => format!("{alias}.ingester"),
         }
     }
 

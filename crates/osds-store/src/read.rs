@@ -3,8 +3,8 @@
 use crate::counts::{ArchiveCounts, Listed, MatchList};
 use crate::db::{Columns, ReadPool};
 use crate::rows::{
-    DeliveryRow, EventRow, EventVersions, IngesterRow, MonthRow, OutageRow, ServedReport,
-    SessionRow, VersionRow,
+    DeliveryRow, EventRow, EventVersions, IngesterRow, MonthRow, OpenSocket, OutageRow,
+    ServedReport, SessionRow, VersionRow,
 };
 use crate::rows::{REPORT_COLUMNS, report_row};
 use crate::statements::{Statements, Value as Bind};
@@ -630,14 +630,15 @@ impl Store {
         after: i64,
         limit: i64,
     ) -> anyhow::Result<DeliveryPage> {
-        let mut query = Statements::one(
+        let mut query = Statements::one(&format!(
             "SELECT d.id, d.received_at, d.source, d.type_tag, d.marker, d.outcome, d.report_id, d.session_id, \
-             d.unit_index, d.raw_sha256, s.path, s.role, p.size \
+             d.unit_index, d.raw_sha256, s.path, s.role, {} AS ingester, p.size \
              FROM deliveries d JOIN sessions s ON s.id = d.session_id \
              JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
              WHERE (d.event_key = ? OR d.id IN (SELECT delivery_id FROM reparses WHERE event_key = ?)) \
              AND d.id > ? ORDER BY d.id LIMIT ?",
-        );
+            self.db.session_ingester("s")
+        ));
         query.bind(event_id).bind(event_id).bind(after).bind(limit);
         let items: Vec<DeliveryRow> = self
             .db
@@ -652,6 +653,7 @@ impl Store {
                 session_id: row.int("session_id"),
                 path: row.text("path"),
                 role: row.text("role"),
+                ingester: row.opt_text("ingester"),
                 unit_index: row.int("unit_index"),
                 raw_sha256: row.text("raw_sha256"),
                 size: row.int("size"),
@@ -755,7 +757,7 @@ impl Store {
         let mut query = Statements::one(&format!(
             "SELECT id, {} AS ingester, path, role, started_at, connected_at, ended_at, end_reason FROM sessions \
              ORDER BY id DESC LIMIT ?",
-            self.db.session_ingester()
+            self.db.session_ingester("sessions")
         ));
         query.bind(limit);
         self.db
@@ -781,13 +783,12 @@ impl Store {
         let query = Statements::one(&format!(
             "SELECT i.name, CASE WHEN {} THEN 1::bigint ELSE 0 END AS running, \
              COALESCE((SELECT string_agg(h.source, ',' ORDER BY h.source) FROM channel_holders h \
-             WHERE h.ingester = i.number), '') AS channels, \
-             (SELECT COUNT(*) FROM sessions s WHERE s.ingester = i.name AND s.ended_at IS NULL \
-             AND s.connected_at IS NOT NULL) AS sockets \
+             WHERE h.ingester = i.number), '') AS channels \
              FROM ingesters i ORDER BY i.name",
             crate::db::ingester_runs("i.number")
         ));
-        self.db
+        let mut ingesters = self
+            .db
             .rows(query, |r| IngesterRow {
                 name: r.text("name"),
                 running: r.int("running") == 1,
@@ -797,9 +798,33 @@ impl Store {
                     .filter(|c| !c.is_empty())
                     .map(str::to_owned)
                     .collect(),
-                open_sockets: r.int("sockets"),
+                sockets: Vec::new(),
             })
-            .await
+            .await?;
+        let open = Statements::one(
+            "SELECT ingester, id, path, role, connected_at FROM sessions \
+             WHERE ended_at IS NULL AND connected_at IS NOT NULL ORDER BY ingester, path, id",
+        );
+        let sockets = self
+            .db
+            .rows(open, |r| {
+                (
+                    r.text("ingester"),
+                    OpenSocket {
+                        session_id: r.int("id"),
+                        path: r.text("path"),
+                        role: r.text("role"),
+                        connected_at: r.text("connected_at"),
+                    },
+                )
+            })
+            .await?;
+        for (name, socket) in sockets {
+            if let Some(ingester) = ingesters.iter_mut().find(|i| i.name == name) {
+                ingester.sockets.push(socket);
+            }
+        }
+        Ok(ingesters)
     }
 
     /// Outage intervals, newest first; `endedAt: null` is an outage in progress.

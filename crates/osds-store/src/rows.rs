@@ -84,6 +84,8 @@ pub struct DeliveryRow {
     pub session_id: i64,
     pub path: String,
     pub role: String,
+    /// The ingester that received it (PostgreSQL archives; `None` on SQLite).
+    pub ingester: Option<String>,
     pub unit_index: i64,
     pub raw_sha256: String,
     pub size: i64,
@@ -119,7 +121,16 @@ pub struct IngesterRow {
     /// The channels it has at least one socket of connected.
     pub channels: Vec<String>,
     /// Its sessions connected and not ended (a killed ingester's stay so until it starts again).
-    pub open_sockets: i64,
+    pub sockets: Vec<OpenSocket>,
+}
+
+/// An upstream session connected and not ended.
+#[derive(Debug, Clone)]
+pub struct OpenSocket {
+    pub session_id: i64,
+    pub path: String,
+    pub role: String,
+    pub connected_at: String,
 }
 
 /// An interval without a connected socket; `ended_at: None` is still going on.

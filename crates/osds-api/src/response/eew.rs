@@ -76,6 +76,7 @@ pub struct Delivery<'a> {
 pub struct DeliveryConnection<'a> {
     pub path: &'a str,
     pub role: &'a str,
+    pub ingester: Option<&'a str>,
 }
 
 impl<'a> Delivery<'a> {
@@ -92,6 +93,7 @@ impl<'a> Delivery<'a> {
             connection: DeliveryConnection {
                 path: &row.path,
                 role: &row.role,
+                ingester: row.ingester.as_deref(),
             },
             unit_index: row.unit_index,
             sha256: &row.raw_sha256,

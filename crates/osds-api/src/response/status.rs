@@ -32,7 +32,17 @@ pub struct Ingester<'a> {
     pub name: &'a str,
     pub running: bool,
     pub channels: &'a [String],
-    pub open_sockets: i64,
+    pub sockets: Vec<IngesterSocket<'a>>,
+}
+
+/// `IngesterSocket`: one of an ingester's upstream sessions, connected and not ended.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngesterSocket<'a> {
+    pub session_id: i64,
+    pub path: &'a str,
+    pub role: &'a str,
+    pub connected_at: &'a str,
 }
 
 impl<'a> From<&'a IngesterRow> for Ingester<'a> {
@@ -41,7 +51,16 @@ impl<'a> From<&'a IngesterRow> for Ingester<'a> {
             name: &row.name,
             running: row.running,
             channels: &row.channels,
-            open_sockets: row.open_sockets,
+            sockets: row
+                .sockets
+                .iter()
+                .map(|s| IngesterSocket {
+                    session_id: s.session_id,
+                    path: &s.path,
+                    role: &s.role,
+                    connected_at: &s.connected_at,
+                })
+                .collect(),
         }
     }
 }
