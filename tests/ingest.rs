@@ -8,8 +8,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 use support::{
-    Server, all_reports, eventually, get_json, start_connected, start_server, start_server_in,
-    wait_queries_done,
+    Server, all_reports, eventually, get_json, raw_bytes, start_connected, start_server,
+    start_server_in, wait_queries_done,
 };
 
 fn sc_frame(origin: &str, revision: i64, magnitude: f64) -> String {
@@ -115,13 +115,7 @@ async fn versions_are_deduplicated_across_sockets_and_raw_bytes_kept_exactly() {
         let bytes = raw.bytes().await.unwrap();
         assert_eq!(header_hash, sha256_hex(&bytes));
     }
-    let first_raw =
-        reqwest::get(server.url(&format!("/deliveries/{}/raw", reports[0]["deliveryId"])))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+    let first_raw = raw_bytes(&server, reports[0]["deliveryId"].as_i64().unwrap()).await;
     assert_eq!(
         first_raw.as_ref(),
         first.as_bytes(),
@@ -414,16 +408,6 @@ fn fill(dir: &std::path::Path) -> std::path::PathBuf {
             Err(e) => panic!("filling {}: {e}", dir.display()),
         }
     }
-}
-
-/// The archived bytes of reception record `delivery`.
-async fn raw_bytes(server: &Server, delivery: i64) -> bytes::Bytes {
-    reqwest::get(server.url(&format!("/deliveries/{delivery}/raw")))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap()
 }
 
 async fn writes(server: &Server) -> Value {

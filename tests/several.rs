@@ -10,7 +10,7 @@ use osds_store::test_postgres::Cluster;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::live::{SseClient, ws_next};
-use support::{Server, all_reports, eventually, get_json, launch, tempdir};
+use support::{Server, all_reports, eventually, get_json, launch, raw_bytes, tempdir};
 
 fn cq_frame(n: u32) -> String {
     format!(
@@ -197,12 +197,7 @@ async fn two_ingesters_and_two_replicas_keep_one_gap_free_cursor_through_kills()
     events.dedup();
     assert_eq!(events.len(), LAST as usize, "no version twice");
     for report in &reports {
-        let raw = reqwest::get(replica_1.url(&format!("/deliveries/{}/raw", report["deliveryId"])))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let raw = raw_bytes(&replica_1, report["deliveryId"].as_i64().unwrap()).await;
         assert!(
             frames.iter().any(|f| f.as_bytes() == raw.as_ref()),
             "stored bytes are a pushed frame"
@@ -412,12 +407,7 @@ async fn a_database_restart_holds_frames_in_a_bounded_queue_and_replicas_answer_
     let reports = all_reports(&replica).await;
     assert_eq!(reports.len(), 12);
     for (report, frame) in reports.iter().zip(&frames) {
-        let raw = reqwest::get(replica.url(&format!("/deliveries/{}/raw", report["deliveryId"])))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let raw = raw_bytes(&replica, report["deliveryId"].as_i64().unwrap()).await;
         assert_eq!(
             raw.as_ref(),
             frame.as_bytes(),

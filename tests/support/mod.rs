@@ -205,6 +205,16 @@ where
     }
 }
 
+/// The archived bytes of reception record `delivery`.
+pub async fn raw_bytes(server: &Server, delivery: i64) -> bytes::Bytes {
+    reqwest::get(server.url(&format!("/deliveries/{delivery}/raw")))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+}
+
 /// All report versions from `/reports`, following `nextCursor`.
 pub async fn all_reports(server: &Server) -> Vec<serde_json::Value> {
     let mut after = 0;

@@ -1,9 +1,53 @@
-//! The ingest path's bookkeeping writes (a session's connect and end, outages, counters, refused frames), as
-//! statements both backends run. Opening a session and closing stale ones differ per backend (PostgreSQL
-//! sessions name their ingester) and stay with each writer.
+//! The ingest path's bookkeeping writes (sessions, outages, counters, refused frames), as statements both
+//! backends run. (On PostgreSQL an outage also depends on the other ingesters: `postgres/`.)
 
 use crate::statements::Statements;
 use osds_time::now_rfc3339;
+
+/// Records session `id` started at `started_at`; on an archive several ingesters share, under `ingester`.
+pub(crate) fn open_session(
+    id: i64,
+    ingester: Option<&str>,
+    path: &str,
+    role: &str,
+    url: &str,
+    started_at: &str,
+) -> Statements {
+    let mut s = Statements::one(match ingester {
+        Some(_) => {
+            "INSERT INTO sessions (id, path, role, url, started_at, ingester) VALUES (?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (id) DO NOTHING"
+        }
+        None => {
+            "INSERT INTO sessions (id, path, role, url, started_at) VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (id) DO NOTHING"
+        }
+    });
+    s.bind(id).bind(path).bind(role).bind(url).bind(started_at);
+    if let Some(ingester) = ingester {
+        s.bind(ingester);
+    }
+    s
+}
+
+/// Ends the sessions a previous run left open (stopped without closing them): all of them, or on an archive
+/// several ingesters share only `ingester`'s (another's may be live).
+pub(crate) fn close_stale_sessions(ingester: Option<&str>) -> Statements {
+    let mut s = Statements::one(match ingester {
+        Some(_) => {
+            "UPDATE sessions SET ended_at = ?, end_reason = 'interrupted' \
+             WHERE ended_at IS NULL AND ingester = ?"
+        }
+        None => {
+            "UPDATE sessions SET ended_at = ?, end_reason = 'interrupted' WHERE ended_at IS NULL"
+        }
+    });
+    s.bind(now_rfc3339());
+    if let Some(ingester) = ingester {
+        s.bind(ingester);
+    }
+    s
+}
 
 pub(crate) fn session_connected(id: i64) -> Statements {
     let mut s = Statements::one("UPDATE sessions SET connected_at = ? WHERE id = ?");

@@ -13,7 +13,6 @@ use crate::records;
 use crate::statements::Statements;
 use crate::store::{Store, sqlite_options};
 use anyhow::Context;
-use osds_time::now_rfc3339;
 use sqlx::sqlite::{
     Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
     SqliteTransactionManager,
@@ -215,40 +214,6 @@ impl SqliteWriter {
         tx.commit().await.context("commit recovery transaction")?;
         self.checkpoints.committed(items.len());
         Ok(summary)
-    }
-
-    /// See [`Writer::open_session_with_id`].
-    pub(crate) async fn open_session_with_id(
-        &mut self,
-        id: i64,
-        path: &str,
-        role: &str,
-        url: &str,
-        started_at: &str,
-    ) -> anyhow::Result<()> {
-        sqlx::query(
-            "INSERT INTO sessions (id, path, role, url, started_at) VALUES (?, ?, ?, ?, ?) \
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(id)
-        .bind(path)
-        .bind(role)
-        .bind(url)
-        .bind(started_at)
-        .execute(&mut self.conn)
-        .await?;
-        Ok(())
-    }
-
-    /// Sessions left open by a previous run that stopped without closing them (one ingester per file).
-    pub(crate) async fn close_stale_sessions(&mut self) -> anyhow::Result<()> {
-        sqlx::query(
-            "UPDATE sessions SET ended_at = ?, end_reason = 'interrupted' WHERE ended_at IS NULL",
-        )
-        .bind(now_rfc3339())
-        .execute(&mut self.conn)
-        .await?;
-        Ok(())
     }
 
     /// See [`crate::Writer::outage_begin`] (one ingester per file: its channel is the archive's).

@@ -170,7 +170,12 @@ impl Writer {
         url: &str,
         started_at: &str,
     ) -> anyhow::Result<()> {
-        on_backend!(self, b => b.open_session_with_id(id, path, role, url, started_at).await)
+        let ingester = match &self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(b) => Some(b.registered()?.to_owned()),
+        };
+        let statement = records::open_session(id, ingester.as_deref(), path, role, url, started_at);
+        self.run(statement).await.map(drop)
     }
 
     pub async fn session_connected(&mut self, id: i64) -> anyhow::Result<()> {
@@ -183,7 +188,17 @@ impl Writer {
 
     /// Sessions of this ingester left open by a previous run that stopped without closing them.
     pub async fn close_stale_sessions(&mut self) -> anyhow::Result<()> {
-        on_backend!(self, b => b.close_stale_sessions().await)
+        let ingester = match &self.backend {
+            Backend::Sqlite(_) => None,
+            // A writer of no ingester (an API replica's) has no sessions of its own.
+            Backend::Postgres(b) => match b.ingester() {
+                Some(name) => Some(name.to_owned()),
+                None => return Ok(()),
+            },
+        };
+        self.run(records::close_stale_sessions(ingester.as_deref()))
+            .await
+            .map(drop)
     }
 
     /// This process lost `source`: its outage starts unless one is already open (an outage survives a restart

@@ -265,52 +265,10 @@ impl PgWriter {
         Ok(next)
     }
 
-    fn registered(&self) -> anyhow::Result<&str> {
+    /// The ingester whose sessions this writer records; an error for one that is no ingester's.
+    pub(crate) fn registered(&self) -> anyhow::Result<&str> {
         self.ingester()
             .context("only an ingester's writer records upstream sessions (register it first)")
-    }
-
-    /// Records the session `id` (from `Writer::next_session_id`) of this ingester started at `started_at`.
-    pub(crate) async fn open_session_with_id(
-        &mut self,
-        id: i64,
-        path: &str,
-        role: &str,
-        url: &str,
-        started_at: &str,
-    ) -> anyhow::Result<()> {
-        let ingester = self.registered()?.to_owned();
-        sqlx::query(
-            "INSERT INTO sessions (id, ingester, path, role, url, started_at) VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(id)
-        .bind(ingester)
-        .bind(path)
-        .bind(role)
-        .bind(url)
-        .bind(started_at)
-        .execute(&mut self.conn)
-        .await?;
-        Ok(())
-    }
-
-    /// This ingester's sessions left open by a previous run of it that stopped without closing them (another
-    /// ingester's open sessions are its own, and may be live).
-    pub(crate) async fn close_stale_sessions(&mut self) -> anyhow::Result<()> {
-        // A writer of no ingester (an API replica's) has no sessions of its own.
-        let Some(ingester) = self.ingester().map(str::to_owned) else {
-            return Ok(());
-        };
-        sqlx::query(
-            "UPDATE sessions SET ended_at = $1, end_reason = 'interrupted' \
-             WHERE ended_at IS NULL AND ingester = $2",
-        )
-        .bind(now_rfc3339())
-        .bind(ingester)
-        .execute(&mut self.conn)
-        .await?;
-        Ok(())
     }
 
     /// Takes the detector's lock: one process of all that share the archive runs the detector.
