@@ -117,15 +117,20 @@ fn beijing(unix: i64) -> String {
 /// Writes `versions` report versions into a fresh archive at `path` through the host's writer, in
 /// transactions of `batch` frames. Returns the seconds it took.
 pub async fn generate(path: &Path, versions: u64) -> Result<f64> {
-    const BATCH: usize = 5_000;
-    let started = Instant::now();
     if path.exists() {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
     }
-    let url = format!("sqlite://{}", path.display());
-    let (store, mut writer) = osds_store::open(&url).await?;
+    generate_at(&format!("sqlite://{}", path.display()), versions).await
+}
+
+/// [`generate`] into the (new, empty) archive at `url`, SQLite's or PostgreSQL's.
+async fn generate_at(url: &str, versions: u64) -> Result<f64> {
+    const BATCH: usize = 5_000;
+    let started = Instant::now();
+    let (store, mut writer) = osds_store::open(url).await?;
+    writer.register_ingester("bench").await?;
     let session = writer
         .open_session("/all_eew", "redundant", "ws://osds-bench.invalid/all_eew")
         .await?;
@@ -217,15 +222,117 @@ pub struct QueryResults {
     pub page_cost: Option<crate::breakdown::PageCost>,
 }
 
+/// The measured queries on the server at `api` (its `/api/v1` path), as wrk scripts: `/reports` pages after a
+/// random cursor up to `high`, the `/events` filters of the contract, and events by id from `ids`.
+fn cases(api: &str, high: i64, ids: &[String]) -> Vec<(&'static str, String)> {
+    // Filtered event pages: `sc` events with magnitude >= 4, a random page of the first 100.
+    vec![
+        (
+            "/reports?limit=1000 (random after)",
+            lua_random_path(&format!("{api}/reports?limit=1000&after="), 0, high, ""),
+        ),
+        (
+            "/events?limit=100&source=sc&minMagnitude=4 (random page 1-100)",
+            lua_random_path(
+                &format!("{api}/events?limit=100&source=sc&minMagnitude=4&page="),
+                1,
+                100,
+                "",
+            ),
+        ),
+        (
+            "/events/{id} (random of 2000 ids)",
+            lua_pick_path(&format!("{api}/events/"), ids, ""),
+        ),
+        // Every other filter shape of the contract: deep pages of the whole list, a year, a text search (四川,
+        // a quarter of the events).
+        (
+            "/events?limit=100 (random page 1-1875, to the last)",
+            lua_random_path(&format!("{api}/events?limit=100&page="), 1, 1875, ""),
+        ),
+        (
+            "/events?limit=100&from=2025-01-01&to=2025-12-31&minMagnitude=3 (random page 1-100)",
+            lua_random_path(
+                &format!(
+                    "{api}/events?limit=100&from=2025-01-01&to=2025-12-31&minMagnitude=3&page="
+                ),
+                1,
+                100,
+                "",
+            ),
+        ),
+        (
+            "/events?limit=100&q=四川 (random page 1-469, to the last)",
+            lua_random_path(
+                &format!("{api}/events?limit=100&q=%E5%9B%9B%E5%B7%9D&page="),
+                1,
+                469,
+                "",
+            ),
+        ),
+    ]
+}
+
+/// The archive's event count and event ids from across it (pages spread over the whole list), from the server
+/// at `base`.
+async fn sample_event_ids(client: &reqwest::Client, base: &str) -> Result<(i64, Vec<String>)> {
+    let status: serde_json::Value = client
+        .get(format!("{}/status", base))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let events = status["archive"]["events"].as_i64().unwrap_or(0);
+    // Event ids from across the archive: pages spread over the whole list.
+    let mut ids = Vec::new();
+    let pages = (events / 100).max(1);
+    for k in 0..20 {
+        let page = 1 + k * pages / 20;
+        let list: serde_json::Value = client
+            .get(format!("{}/events?limit=100&page={page}", base))
+            .send()
+            .await?
+            .json()
+            .await?;
+        for item in list["items"].as_array().into_iter().flatten() {
+            if let Some(id) = item["id"].as_str() {
+                ids.push(id.to_string());
+            }
+        }
+    }
+    if ids.is_empty() {
+        bail!("no events listed by the server");
+    }
+    Ok((events, ids))
+}
+
+/// `wrk`'s name and version, as it prints them.
+fn wrk_version() -> String {
+    std::process::Command::new("wrk")
+        .arg("-v")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
 async fn serve_archive(
     osds: &Path,
-    db: &Path,
+    database_url: &str,
     dir: &Path,
     serve_args: &[String],
 ) -> Result<(Server, Startup)> {
     let started = Instant::now();
     let launch = Launch::new(osds, dir)
-        .database(db)
+        .database_url(database_url)
         .args(["--no-ingest"])
         .args(["--backup-dir".into(), dir.join("backups").into_os_string()])
         .args(["--backup-every-secs", "0"])
@@ -558,97 +665,19 @@ pub async fn run(
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
 
-    let (served, startup) = serve_archive(osds, &db, &dir, serve_args).await?;
+    let (served, startup) = serve_archive(
+        osds,
+        &format!("sqlite://{}", db.display()),
+        &dir,
+        serve_args,
+    )
+    .await?;
     let client = reqwest::Client::new();
-    let status: serde_json::Value = client
-        .get(format!("{}/status", served.base))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let events = status["archive"]["events"].as_i64().unwrap_or(0);
-    // Event ids from across the archive: pages spread over the whole list.
-    let mut ids = Vec::new();
-    let pages = (events / 100).max(1);
-    for k in 0..20 {
-        let page = 1 + k * pages / 20;
-        let list: serde_json::Value = client
-            .get(format!("{}/events?limit=100&page={page}", served.base))
-            .send()
-            .await?
-            .json()
-            .await?;
-        for item in list["items"].as_array().into_iter().flatten() {
-            if let Some(id) = item["id"].as_str() {
-                ids.push(id.to_string());
-            }
-        }
-    }
-    if ids.is_empty() {
-        bail!("no events listed by the server");
-    }
-    // Filtered event pages: `sc` events with magnitude >= 4, a random page of the first 100.
+    let (events, ids) = sample_event_ids(&client, &served.base).await?;
     let api = url_path(&served.base);
     let high = versions.saturating_sub(1000) as i64;
-    let cases = [
-        (
-            "/reports?limit=1000 (random after)",
-            lua_random_path(&format!("{api}/reports?limit=1000&after="), 0, high, ""),
-        ),
-        (
-            "/events?limit=100&source=sc&minMagnitude=4 (random page 1-100)",
-            lua_random_path(
-                &format!("{api}/events?limit=100&source=sc&minMagnitude=4&page="),
-                1,
-                100,
-                "",
-            ),
-        ),
-        (
-            "/events/{id} (random of 2000 ids)",
-            lua_pick_path(&format!("{api}/events/"), &ids, ""),
-        ),
-        // Every other filter shape of the contract: deep pages of the whole list, a year, a text search (四川,
-        // a quarter of the events).
-        (
-            "/events?limit=100 (random page 1-1875, to the last)",
-            lua_random_path(&format!("{api}/events?limit=100&page="), 1, 1875, ""),
-        ),
-        (
-            "/events?limit=100&from=2025-01-01&to=2025-12-31&minMagnitude=3 (random page 1-100)",
-            lua_random_path(
-                &format!(
-                    "{api}/events?limit=100&from=2025-01-01&to=2025-12-31&minMagnitude=3&page="
-                ),
-                1,
-                100,
-                "",
-            ),
-        ),
-        (
-            "/events?limit=100&q=四川 (random page 1-469, to the last)",
-            lua_random_path(
-                &format!("{api}/events?limit=100&q=%E5%9B%9B%E5%B7%9D&page="),
-                1,
-                469,
-                "",
-            ),
-        ),
-    ];
-    let wrk_version = std::process::Command::new("wrk")
-        .arg("-v")
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .split_whitespace()
-                .take(2)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default();
+    let cases = cases(&api, high, &ids);
+    let wrk_version = wrk_version();
     let mut loads = Vec::new();
     let origin = origin_of(&served.base);
     for (name, script) in &cases {
@@ -862,6 +891,63 @@ fn url_path(base: &str) -> String {
 fn origin_of(base: &str) -> String {
     let path = url_path(base);
     base[..base.len() - path.len()].to_string()
+}
+
+/// The query cases on a PostgreSQL archive of `versions` versions, written through the host's writer into a
+/// throwaway cluster and served by `osds serve --no-ingest` (no Datasette peer, no live ingest: see `run`).
+pub async fn run_postgres(
+    osds: &Path,
+    root: &Path,
+    versions: u64,
+    wrk_options: &WrkOptions,
+    serve_args: &[String],
+) -> Result<QueryResults> {
+    let cluster = osds_store::test_postgres::Cluster::start("bench-query");
+    let url = cluster.database("osds").await;
+    println!(
+        "query-postgres: writing {versions} versions into PostgreSQL through the host's writer"
+    );
+    let generate_secs = generate_at(&url, versions).await?;
+    println!("query-postgres: archive written in {generate_secs:.1} s");
+    let size = cluster
+        .client("psql")
+        .args([
+            "-tA",
+            "-d",
+            "osds",
+            "-c",
+            "SELECT pg_database_size(current_database())",
+        ])
+        .output()?;
+    let db_bytes = String::from_utf8_lossy(&size.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let dir = root.join(format!("osds-bench-query-pg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let (served, startup) = serve_archive(osds, &url, &dir, serve_args).await?;
+    let client = reqwest::Client::new();
+    let (events, ids) = sample_event_ids(&client, &served.base).await?;
+    let api = url_path(&served.base);
+    let origin = origin_of(&served.base);
+    let mut loads = Vec::new();
+    for (name, script) in cases(&api, versions.saturating_sub(1000) as i64, &ids) {
+        println!("query-postgres: wrk osds {name}");
+        loads.push(wrk(&origin, &script, &dir, name, "osds-pg", wrk_options).await?);
+    }
+    drop(served);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(QueryResults {
+        versions,
+        events,
+        db_bytes,
+        generate_secs: Some(generate_secs),
+        startup,
+        loads,
+        wrk: wrk_version(),
+        page_cost: None,
+    })
 }
 
 pub fn print(results: &QueryResults, wrk_options: &WrkOptions) {

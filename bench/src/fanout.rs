@@ -24,8 +24,9 @@ const CONNECT_CONCURRENCY: usize = 200;
 /// Where the subscribers connect and how they know they are subscribed.
 pub struct Target {
     pub name: &'static str,
-    pub sse_url: String,
-    pub ws_url: String,
+    /// Where subscribers connect, spread over the list by subscriber index (one URL per process serving them).
+    pub sse_urls: Vec<String>,
+    pub ws_urls: Vec<String>,
     /// osds sends a `ready` message once the subscription is in place; nchan subscribes before it answers.
     pub ready_message: bool,
     /// The process(es) whose memory is reported.
@@ -252,7 +253,7 @@ pub async fn run(
             tasks.spawn(sse_subscriber(
                 index,
                 client.clone(),
-                target.sse_url.clone(),
+                target.sse_urls[index % target.sse_urls.len()].clone(),
                 target.ready_message,
                 connected,
                 permit,
@@ -261,7 +262,7 @@ pub async fn run(
         } else {
             tasks.spawn(ws_subscriber(
                 index,
-                target.ws_url.clone(),
+                target.ws_urls[index % target.ws_urls.len()].clone(),
                 target.ready_message,
                 connected,
                 permit,

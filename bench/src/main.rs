@@ -55,6 +55,7 @@ enum Which {
     FanOut,
     Wasm,
     Query,
+    QueryPostgres,
     BigFrames,
     All,
 }
@@ -192,6 +193,8 @@ struct Results {
     sse: Option<Summary>,
     ws: Option<Summary>,
     push_lost: Option<(usize, usize, usize)>,
+    /// Push latency with the archive on PostgreSQL and the subscribers on an API replica.
+    push_replica: Option<PushLatency>,
     /// In-process: decode, durable commit, read back, durable commit on PostgreSQL (see
     /// `breakdown::push_path`).
     push_path: Option<[Option<Summary>; 4]>,
@@ -200,6 +203,7 @@ struct Results {
     feed_reads: Vec<breakdown::FeedReads>,
     wasm: Option<wasm_cost::WasmCost>,
     query: Option<archive::QueryResults>,
+    query_postgres: Option<archive::QueryResults>,
     frames: Vec<frames::FrameMemory>,
 }
 
@@ -261,11 +265,28 @@ fn raise_fd_limit() -> u64 {
 /// A running `osds serve` on a fresh database in its own directory (removed with it), with the per-client
 /// limits out of the way.
 async fn start_server(osds: &Path, root: &Path, label: &str, upstream: &str) -> Result<Server> {
+    start_server_with(osds, root, label, upstream, None, &[]).await
+}
+
+/// Like [`start_server`], on the archive at `database_url` when given, with more `osds serve` arguments.
+async fn start_server_with(
+    osds: &Path,
+    root: &Path,
+    label: &str,
+    upstream: &str,
+    database_url: Option<&str>,
+    extra: &[&str],
+) -> Result<Server> {
     let dir = root.join(format!("osds-bench-{label}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let launch = Launch::new(osds, dir)
+    let mut launch = Launch::new(osds, dir);
+    if let Some(url) = database_url {
+        launch = launch.database_url(url);
+    }
+    let launch = launch
         .args(["--upstream-url", upstream])
-        .args(UNLIMITED);
+        .args(UNLIMITED)
+        .args(extra.iter().copied());
     // Waiting for the line blocks: off the runtime's threads, which serve the relay meanwhile.
     Ok(tokio::task::spawn_blocking(move || launch.start())
         .await??
@@ -410,9 +431,24 @@ async fn ws_subscriber(
     Ok(())
 }
 
-async fn push_latency(options: &Options, results: &mut Results) -> Result<()> {
-    const WARMUP: u64 = 20;
-    let (relay, server) = start_connected(options, "push").await?;
+/// Frames pushed before push-latency measures.
+const PUSH_WARMUP: u64 = 20;
+
+/// What one push-latency run saw.
+struct PushLatency {
+    sse: Option<Summary>,
+    ws: Option<Summary>,
+    /// Frames measured, and how many of them the SSE and the WebSocket subscriber never saw.
+    lost: (usize, usize, usize),
+}
+
+/// Pushes `options.frames` frames (after a warm-up) through `relay` at `options.interval` and times each until
+/// an SSE and a WebSocket subscriber of `server` have it.
+async fn measure_push(
+    options: &Options,
+    relay: &FakeRelay,
+    server: &Server,
+) -> Result<PushLatency> {
     let (sse_tx, mut sse_rx) = mpsc::unbounded_channel();
     let (ws_tx, mut ws_rx) = mpsc::unbounded_channel();
     let (ready_tx, mut ready_rx) = mpsc::channel(2);
@@ -428,13 +464,8 @@ async fn push_latency(options: &Options, results: &mut Results) -> Result<()> {
             .context("subscribers not ready in 20 s")?
             .context("a subscriber failed before it was ready")?;
     }
-    println!(
-        "push-latency: {} frames, one every {} ms (after {WARMUP} warm-up frames), one SSE and one WebSocket subscriber",
-        options.frames,
-        options.interval.as_millis()
-    );
 
-    let total = WARMUP + options.frames as u64;
+    let total = PUSH_WARMUP + options.frames as u64;
     let mut sent: HashMap<String, Instant> = HashMap::new();
     let mut pace = tokio::time::interval(options.interval);
     pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -446,7 +477,7 @@ async fn push_latency(options: &Options, results: &mut Results) -> Result<()> {
         if relay.push_to("/cq_eew", frame.as_bytes()).await != 1 {
             bail!("the relay had no /cq_eew client to push to");
         }
-        if n >= WARMUP {
+        if n >= PUSH_WARMUP {
             sent.insert(id, at);
         }
     }
@@ -470,15 +501,38 @@ async fn push_latency(options: &Options, results: &mut Results) -> Result<()> {
             .filter_map(|(id, at)| sent.get(id).map(|sent| at.saturating_duration_since(*sent)))
             .collect()
     };
-    results.sse = summarize(&latencies(&sse_seen));
-    results.ws = summarize(&latencies(&ws_seen));
-    results.push_lost = Some((
-        sent.len(),
-        sent.len() - sse_seen.len(),
-        sent.len() - ws_seen.len(),
-    ));
+    Ok(PushLatency {
+        sse: summarize(&latencies(&sse_seen)),
+        ws: summarize(&latencies(&ws_seen)),
+        lost: (
+            sent.len(),
+            sent.len() - sse_seen.len(),
+            sent.len() - ws_seen.len(),
+        ),
+    })
+}
+
+async fn push_latency(options: &Options, results: &mut Results) -> Result<()> {
+    let (relay, server) = start_connected(options, "push").await?;
+    println!(
+        "push-latency: {} frames, one every {} ms (after {PUSH_WARMUP} warm-up frames), one SSE and one WebSocket subscriber",
+        options.frames,
+        options.interval.as_millis()
+    );
+    let one = measure_push(options, &relay, &server).await?;
+    (results.sse, results.ws, results.push_lost) = (one.sse, one.ws, Some(one.lost));
     drop(server);
     relay.shutdown().await;
+
+    // The same on PostgreSQL, the subscribers on an API replica: relay -> ingester -> commit -> NOTIFY ->
+    // replica -> subscriber.
+    let deployment = PgDeployment::start(options, "push").await?;
+    let replica = deployment.replica(options, "push-replica").await?;
+    println!("push-latency: the same with PostgreSQL, subscribers on an API replica");
+    let across = measure_push(options, &deployment.relay, &replica).await?;
+    results.push_replica = Some(across);
+    drop(replica);
+    deployment.stop().await;
     println!(
         "push-latency: the server-side steps alone, in-process, {} frames",
         options.frames
@@ -628,8 +682,8 @@ async fn fan_out(options: &Options, results: &mut Results) -> Result<()> {
         let (relay, server) = start_connected(options, "fanout").await?;
         let target = fanout::Target {
             name: "osds",
-            sse_url: server.url("/stream"),
-            ws_url: server.ws_url("/ws"),
+            sse_urls: vec![server.url("/stream")],
+            ws_urls: vec![server.ws_url("/ws")],
             ready_message: true,
             pids: vec![server.pid()],
         };
@@ -650,14 +704,22 @@ async fn fan_out(options: &Options, results: &mut Results) -> Result<()> {
         drop(server);
         relay.shutdown().await;
         results.fan_out.push(outcome?);
+        if n > 2 {
+            println!(
+                "fan-out: osds on PostgreSQL, an ingester and 2 API replicas with {n} subscribers between them"
+            );
+            results
+                .fan_out
+                .push(fan_out_on_replicas(options, n, protocol, rounds, interval).await?);
+        }
         if peers {
             println!("fan-out: nginx + nchan, {n} subscribers");
             let nginx = nchan::Nginx::start(&options.dir, 2, n + 1_000)?;
             let base = nginx.base();
             let target = fanout::Target {
                 name: "nchan",
-                sse_url: format!("http://{base}/sub"),
-                ws_url: format!("ws://{base}/sub"),
+                sse_urls: vec![format!("http://{base}/sub")],
+                ws_urls: vec![format!("ws://{base}/sub")],
                 ready_message: false,
                 pids: nginx.pids(),
             };
@@ -676,6 +738,96 @@ async fn fan_out(options: &Options, results: &mut Results) -> Result<()> {
     readers.extend(&options.subscribers);
     results.feed_reads = breakdown::feed_reads(&options.dir, &readers).await?;
     Ok(())
+}
+
+/// Fan-out with the archive on PostgreSQL: one ingester, and `subscribers` spread over two API replicas (woken
+/// by the ingester's commits through LISTEN/NOTIFY). Memory and CPU are the replicas'.
+async fn fan_out_on_replicas(
+    options: &Options,
+    subscribers: usize,
+    protocol: fanout::Protocol,
+    rounds: usize,
+    interval: Duration,
+) -> Result<fanout::FanOut> {
+    let deployment = PgDeployment::start(options, "fanout").await?;
+    let mut replicas = Vec::new();
+    for label in ["fanout-replica-1", "fanout-replica-2"] {
+        replicas.push(deployment.replica(options, label).await?);
+    }
+    let target = fanout::Target {
+        name: "pg-2rep",
+        sse_urls: replicas.iter().map(|r| r.url("/stream")).collect(),
+        ws_urls: replicas.iter().map(|r| r.ws_url("/ws")).collect(),
+        ready_message: true,
+        pids: replicas.iter().map(Server::pid).collect(),
+    };
+    let outcome = fanout::run(
+        &target,
+        &fanout::Publisher::Relay(&deployment.relay),
+        subscribers,
+        protocol,
+        rounds,
+        interval,
+    )
+    .await;
+    drop(replicas);
+    deployment.stop().await;
+    outcome
+}
+
+/// An archive on a throwaway PostgreSQL cluster with one ingester on its own relay; API replicas join it.
+struct PgDeployment {
+    /// Kept for the deployment's life (stopped and deleted when dropped).
+    _cluster: osds_store::test_postgres::Cluster,
+    database: String,
+    relay: FakeRelay,
+    ingester: Server,
+}
+
+impl PgDeployment {
+    async fn start(options: &Options, label: &str) -> Result<PgDeployment> {
+        let cluster = osds_store::test_postgres::Cluster::start(&format!("bench-{label}"));
+        let database = cluster.database("osds").await;
+        let relay = FakeRelay::start(RelayConfig::default()).await?;
+        let ingester = start_server_with(
+            &options.osds,
+            &options.dir,
+            &format!("{label}-ingester"),
+            &relay.url(),
+            Some(&database),
+            &["--ingester-name", "bench"],
+        )
+        .await?;
+        for path in fake_relay::channel_paths() {
+            if !relay.wait_connected(path, 1, Duration::from_secs(30)).await {
+                bail!("the ingester never connected {path} to the relay");
+            }
+        }
+        Ok(PgDeployment {
+            _cluster: cluster,
+            database,
+            relay,
+            ingester,
+        })
+    }
+
+    /// An API replica (`--no-ingest`) on the deployment's archive.
+    async fn replica(&self, options: &Options, label: &str) -> Result<Server> {
+        start_server_with(
+            &options.osds,
+            &options.dir,
+            label,
+            &self.relay.url(),
+            Some(&self.database),
+            &["--no-ingest"],
+        )
+        .await
+    }
+
+    async fn stop(self) {
+        drop(self.ingester);
+        self.relay.shutdown().await;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -709,6 +861,22 @@ fn print_table(options: &Options, results: &Results) {
             "{:<40} {sent} measured frames; missing at SSE {sse_lost}, at WebSocket {ws_lost}",
             "push-latency frames"
         );
+    }
+    if let Some(replica) = &results.push_replica {
+        row("PostgreSQL: push -> SSE on a replica", &replica.sse);
+        row("PostgreSQL: push -> WS on a replica", &replica.ws);
+        let (sent, sse_lost, ws_lost) = replica.lost;
+        println!(
+            "{:<40} {sent} measured frames; missing at SSE {sse_lost}, at WebSocket {ws_lost}",
+            "  replica frames"
+        );
+        if let (Some(one), Some(across)) = (results.sse, replica.sse) {
+            println!(
+                "{:<40} {:.1}x",
+                "ratio SSE p50 replica / one process",
+                across.p50 / one.p50
+            );
+        }
     }
     if let Some([decode, commit, read_back, postgres_commit]) = &results.push_path {
         row("  in-process: cq decode (Wasm, warm)", decode);
@@ -851,6 +1019,19 @@ async fn main() -> Result<()> {
             .context("query")?,
         );
     }
+    if matches!(options.which, Which::QueryPostgres | Which::All) {
+        results.query_postgres = Some(
+            archive::run_postgres(
+                &options.osds,
+                &options.dir,
+                options.versions,
+                &wrk_options,
+                &serve_args,
+            )
+            .await
+            .context("query-postgres")?,
+        );
+    }
     if matches!(options.which, Which::FanOut | Which::All) {
         fan_out(&options, &mut results).await.context("fan-out")?;
     }
@@ -873,6 +1054,11 @@ async fn main() -> Result<()> {
             reads.all_secs * 1000.0,
             reads.single_us
         );
+    }
+    if let Some(query) = &results.query_postgres {
+        println!();
+        println!("query on PostgreSQL (local, over its Unix socket):");
+        archive::print(query, &wrk_options);
     }
     if let Some(query) = &results.query {
         archive::print(query, &wrk_options);
