@@ -520,3 +520,44 @@ async fn a_pg_dump_restored_gets_a_new_identity_and_ids_above_every_one_handed_o
         "the next version gets the id after every one handed out"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn processes_on_one_host_do_not_need_an_admin_socket_each() {
+    let cluster = Cluster::start("admin");
+    let database = cluster.database("osds").await;
+    let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
+    let dir = tempdir("one-host");
+    let ingester = launch(dir.clone(), &relay.url(), &["--ingester-name", "a"])
+        .database_url(&database)
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    // The same admin socket path (here through a link from the replica's folder to the ingester's socket):
+    // the replica serves without one, and says so.
+    let replica_dir = tempdir("one-host-replica");
+    std::os::unix::fs::symlink(dir.join("admin.sock"), replica_dir.join("admin.sock")).unwrap();
+    let replica = launch(replica_dir, &relay.url(), &["--no-ingest"])
+        .database_url(&database)
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        replica.log().contains("no admin socket for this process"),
+        "{}",
+        replica.log()
+    );
+    get_json(&replica.url("/status")).await;
+    // The first keeps its socket, also once the second has stopped.
+    let mut replica = replica;
+    replica.stop().await;
+    let listed = support::osds()
+        .args(["components", "--admin-socket"])
+        .arg(dir.join("admin.sock"))
+        .arg("list")
+        .output()
+        .unwrap();
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    drop(ingester);
+}

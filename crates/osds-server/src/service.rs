@@ -118,8 +118,8 @@ pub struct Service {
     signalled_at: Arc<std::sync::OnceLock<tokio::time::Instant>>,
     /// Turns true when the service stops; `state.shutdown` follows it.
     stopping: tokio::sync::watch::Sender<bool>,
-    admin_socket: tokio::task::JoinHandle<()>,
-    admin_path: PathBuf,
+    /// The admin socket's task and path; `None` when another process of a shared archive has the path.
+    admin_socket: Option<(tokio::task::JoinHandle<()>, PathBuf)>,
     backups: tokio::task::JoinHandle<()>,
     detector: Option<tokio::task::JoinHandle<()>>,
     ingester: Option<Arc<Ingester>>,
@@ -239,7 +239,19 @@ impl Service {
             canary_recent.max(0),
             ingester.clone(),
         );
-        let admin_socket = admin::serve(admin_path.clone(), components.clone())?;
+        let admin_socket = match admin::serve(admin_path.clone(), components.clone()) {
+            Ok(task) => Some((task, admin_path)),
+            // Several processes of a shared archive on one host: the first has the default path. (On SQLite a
+            // second service on the archive never gets this far.)
+            Err(e) if postgres => {
+                tracing::warn!(
+                    error = %format!("{e:#}"),
+                    "no admin socket for this process (`osds components` reaches the one that has it); give each process its own --admin-socket"
+                );
+                None
+            }
+            Err(e) => return Err(e),
+        };
         if let Some(dir) = components_dir {
             reload_on_hangup(components.clone(), dir);
         }
@@ -296,7 +308,6 @@ impl Service {
             signalled_at: Arc::default(),
             stopping,
             admin_socket,
-            admin_path,
             backups,
             detector,
             ingester,
@@ -394,9 +405,11 @@ impl Service {
     pub async fn stop(self) {
         tracing::info!("shutting down");
         let _ = self.stopping.send(true);
-        self.admin_socket.abort();
-        let _ = std::fs::remove_file(&self.admin_path);
-        tracing::info!(socket = %self.admin_path.display(), "admin socket closed");
+        if let Some((task, path)) = self.admin_socket {
+            task.abort();
+            let _ = std::fs::remove_file(&path);
+            tracing::info!(socket = %path.display(), "admin socket closed");
+        }
         // Returns at once: it stops on the shutdown signal, abandoning a backup in progress.
         let _ = self.backups.await;
         tracing::info!("periodic backups stopped");
