@@ -19,7 +19,7 @@ fn distance_km(lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
 /// Runs the scenario into a fresh database and serves it; returns the server.
 fn simulate(scenario: &str) -> Server {
     let dir = tempdir(&format!("simulate-{scenario}"));
-    let database = format!("sqlite://{}", dir.join("osds.db").display());
+    let database = support::database::url_for(&dir);
     let output = osds()
         .args(["simulate", scenario, "--database-url", &database])
         .output()
@@ -328,7 +328,7 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     // Once every late image exists on the server (30 s lead, 50 s of frames, 30 s late), backfill.
     let all_served = std::time::Duration::from_secs(30 + 50 + 30 + 3);
     tokio::time::sleep(all_served.saturating_sub(started.elapsed())).await;
-    let database = format!("sqlite://{}", server.db_path.display());
+    let database = support::database::url_for(&server.dir);
     let output = osds()
         .args([
             "hyp",

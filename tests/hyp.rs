@@ -82,7 +82,7 @@ fn metric(station: &str, key: &str, peak: f64, at: i64) -> Value {
 async fn new_archive(dir: &std::path::Path) -> String {
     let mut server = start_server_in(dir.to_path_buf(), "ws://127.0.0.1:9", &["--no-ingest"]);
     server.stop().await;
-    format!("sqlite://{}", dir.join("osds.db").display())
+    support::database::url_for(dir)
 }
 
 fn run(args: &[&str]) -> Output {

@@ -315,7 +315,7 @@ async fn reparse_recovers_what_a_broken_decoder_left_unparsed() {
         .unwrap();
     assert_eq!(live.next_event().await.unwrap().json()["cursor"], 0);
 
-    let database = format!("sqlite://{}", server.db_path.display());
+    let database = support::database::url_for(&server.dir);
     let dry = run_osds(vec![
         "reparse".into(),
         "--database-url".into(),
@@ -436,7 +436,7 @@ async fn a_new_agency_is_added_while_the_server_runs() {
     let reparsed = run_osds(vec![
         "reparse".into(),
         "--database-url".into(),
-        format!("sqlite://{}", server.db_path.display()),
+        support::database::url_for(&server.dir),
     ])
     .await;
     assert!(reparsed.status.success(), "{}", text(&reparsed));

@@ -1,0 +1,5 @@
+//! `detector.rs` on a PostgreSQL archive: the same tests, each service on a database of its own on a
+//! throwaway cluster (see `support::database`).
+
+#[path = "detector.rs"]
+mod detector;
