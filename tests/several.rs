@@ -527,10 +527,18 @@ async fn processes_on_one_host_do_not_need_an_admin_socket_each() {
     let database = cluster.database("osds").await;
     let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
     let dir = tempdir("one-host");
-    let ingester = launch(dir.clone(), &relay.url(), &["--ingester-name", "a"])
+    // No --ingester-name: the host and port name it, here (a port the system picks) the process.
+    let ingester = launch(dir.clone(), &relay.url(), &[])
         .database_url(&database)
         .start()
         .unwrap_or_else(|e| panic!("{e:#}"));
+    let name = get_json(&ingester.url("/status")).await["ingesters"][0]["name"].clone();
+    assert!(
+        name.as_str()
+            .unwrap()
+            .ends_with(&format!(":pid{}", ingester.pid())),
+        "{name}"
+    );
     // The same admin socket path (here through a link from the replica's folder to the ingester's socket):
     // the replica serves without one, and says so.
     let replica_dir = tempdir("one-host-replica");

@@ -37,7 +37,7 @@ pub struct ServeArgs {
     #[arg(long, env = "OSDS_NO_INGEST")]
     pub no_ingest: bool,
     /// This ingester's name on a PostgreSQL archive, where several may ingest at once (each needs its own; its
-    /// sessions are recorded under it). Default: the host name.
+    /// sessions are recorded under it). Default: HOST:PORT, the host name and the --listen port.
     #[arg(long, env = "OSDS_INGESTER_NAME", value_name = "NAME")]
     pub ingester_name: Option<String>,
     /// Load decoder components (`*.wasm`) from this directory instead of the built-in ones.
@@ -205,6 +205,17 @@ fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
         .with_context(|| format!("--{name} must be a positive number of seconds"))
 }
 
+/// The host name and the listening port: the same across restarts, and different for every process of one
+/// host (they cannot share a port). A port the system picks (0) gives the process id instead.
+fn default_ingester_name(listen: SocketAddr) -> anyhow::Result<String> {
+    let host = whoami::fallible::hostname()
+        .context("no --ingester-name given, and the host name cannot be read")?;
+    Ok(match listen.port() {
+        0 => format!("{host}:pid{}", std::process::id()),
+        port => format!("{host}:{port}"),
+    })
+}
+
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -268,8 +279,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         upstream: (!args.no_ingest).then_some(upstream),
         ingester_name: match &args.ingester_name {
             Some(name) => name.clone(),
-            None => whoami::fallible::hostname()
-                .context("no --ingester-name given, and the host name cannot be read")?,
+            None => default_ingester_name(args.listen)?,
         },
         live: live_config,
         components_dir: args.components_dir.clone(),
@@ -336,4 +346,20 @@ fn detector_plan(args: &DetectorArgs) -> anyhow::Result<DetectorPlan> {
         frames_url: args.images.hyp_frames_url.clone(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_ingester_name;
+
+    #[test]
+    fn the_default_ingester_name_is_the_host_and_its_port() {
+        let named = default_ingester_name("0.0.0.0:8081".parse().unwrap()).unwrap();
+        assert!(named.ends_with(":8081") && named.len() > 5, "{named}");
+        let picked = default_ingester_name("127.0.0.1:0".parse().unwrap()).unwrap();
+        assert!(
+            picked.ends_with(&format!(":pid{}", std::process::id())),
+            "{picked}"
+        );
+    }
 }
