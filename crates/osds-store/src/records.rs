@@ -65,11 +65,24 @@ pub(crate) fn session_ended(id: i64, reason: &str) -> Statements {
 
 /// Starts an outage of `source` unless one is already open (an outage survives a restart of the service).
 pub(crate) fn outage_begin(source: &str, reason: &str) -> Statements {
-    let mut s = Statements::one(
-        "INSERT INTO outages (source, started_at, reason) SELECT ?, ?, ? \
-         WHERE NOT EXISTS (SELECT 1 FROM outages WHERE source = ? AND ended_at IS NULL)",
-    );
+    outage_begin_unless(source, reason, None)
+}
+
+/// [`outage_begin`], also not while `held` holds: a condition on the channel, its one `?` bound to `source`
+/// (on PostgreSQL: another running ingester has it).
+pub(crate) fn outage_begin_unless(source: &str, reason: &str, held: Option<&str>) -> Statements {
+    let mut sql = "INSERT INTO outages (source, started_at, reason) SELECT ?, ?, ? \
+         WHERE NOT EXISTS (SELECT 1 FROM outages WHERE source = ? AND ended_at IS NULL)"
+        .to_owned();
+    if let Some(held) = held {
+        sql.push_str(" AND NOT ");
+        sql.push_str(held);
+    }
+    let mut s = Statements::one(&sql);
     s.bind(source).bind(now_rfc3339()).bind(reason).bind(source);
+    if held.is_some() {
+        s.bind(source);
+    }
     s
 }
 

@@ -83,11 +83,6 @@ impl Writer {
         }
     }
 
-    /// Whether the archive is a PostgreSQL database (several processes may write it).
-    pub fn is_postgres(&self) -> bool {
-        matches!(self.backend, Backend::Postgres(_))
-    }
-
     /// A session id for a new upstream connection, handed out at once (the row is written with
     /// [`Writer::open_session_with_id`], in order before anything that names it): a connection never waits
     /// for the archive to accept its frames.

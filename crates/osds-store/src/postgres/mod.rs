@@ -129,9 +129,8 @@ pub(crate) struct PgWriter {
     conn: PgConnection,
     /// How `conn` was made, to make it again after it failed.
     options: Box<PgConnectOptions>,
-    /// The ingester whose sessions this writer records (name, number), once registered.
-    ingester: Option<(String, i64)>,
-    /// The roles this writer's connection holds the locks of.
+    /// The roles this writer's connection holds the locks of (an ingester's: the one whose sessions it
+    /// records).
     roles: Vec<Role>,
     /// A write failed: the connection is replaced before the next (the server may have restarted, or the
     /// network dropped it).
@@ -172,7 +171,6 @@ impl PgWriter {
         Ok(PgWriter {
             conn,
             options,
-            ingester: None,
             roles: Vec::new(),
             broken: false,
         })
@@ -223,7 +221,15 @@ impl PgWriter {
     }
 
     pub(crate) fn ingester(&self) -> Option<&str> {
-        self.ingester.as_ref().map(|(name, _)| name.as_str())
+        self.ingester_role().map(|(name, _)| name)
+    }
+
+    /// The name and number of the ingester this writer is, once registered.
+    fn ingester_role(&self) -> Option<(&str, i64)> {
+        self.roles.iter().find_map(|role| match role {
+            Role::Ingester { name, number } => Some((name.as_str(), *number)),
+            Role::Detector => None,
+        })
     }
 
     /// Registers ingester `name` (once per database) and takes its advisory lock for as long as the writer's
@@ -233,7 +239,7 @@ impl PgWriter {
     pub(crate) async fn register(&mut self, name: &str) -> anyhow::Result<i64> {
         anyhow::ensure!(!name.is_empty(), "an ingester needs a name");
         anyhow::ensure!(
-            self.ingester.is_none(),
+            self.ingester().is_none(),
             "this writer is ingester `{}` already",
             self.ingester().unwrap_or_default()
         );
@@ -252,7 +258,6 @@ impl PgWriter {
             number,
         };
         role.take(&mut self.conn).await?;
-        self.roles.push(role);
         let base = number << SESSION_ID_BITS;
         let next = sqlx::query_scalar(
             "SELECT COALESCE(MAX(id), $1) + 1 FROM sessions WHERE id > $1 AND id < $2",
@@ -261,7 +266,7 @@ impl PgWriter {
         .bind(base + (1 << SESSION_ID_BITS))
         .fetch_one(&mut self.conn)
         .await?;
-        self.ingester = Some((name.to_owned(), number));
+        self.roles.push(role);
         Ok(next)
     }
 
@@ -281,7 +286,7 @@ impl PgWriter {
     /// This ingester lost `source` (no socket of it connected): the channel's outage begins unless another
     /// running ingester has it. A writer of no ingester records it as on SQLite.
     pub(crate) async fn outage_begin(&mut self, source: &str, reason: &str) -> anyhow::Result<()> {
-        let Some((_, number)) = &self.ingester else {
+        let Some((_, number)) = self.ingester_role() else {
             return self
                 .run(records::outage_begin(source, reason))
                 .await
@@ -289,31 +294,25 @@ impl PgWriter {
         };
         let mut s = Statements::one(OUTAGES_LOCK);
         s.push("DELETE FROM channel_holders WHERE ingester = ? AND source = ?")
-            .bind(*number)
+            .bind(number)
             .bind(source);
-        s.push(&format!(
-            "INSERT INTO outages (source, started_at, reason) SELECT ?, ?, ? \
-             WHERE NOT EXISTS (SELECT 1 FROM outages WHERE source = ? AND ended_at IS NULL) \
-             AND NOT EXISTS (SELECT 1 FROM channel_holders h WHERE h.source = ? AND {})",
+        let held = format!(
+            "EXISTS (SELECT 1 FROM channel_holders h WHERE h.source = ? AND {})",
             ingester_runs("h.ingester")
-        ))
-        .bind(source)
-        .bind(now_rfc3339())
-        .bind(reason)
-        .bind(source)
-        .bind(source);
+        );
+        s.extend(records::outage_begin_unless(source, reason, Some(&held)));
         self.in_transaction(s).await
     }
 
     /// This ingester has `source` again: the channel's outage, if any, ends.
     pub(crate) async fn outage_end(&mut self, source: &str) -> anyhow::Result<()> {
         let mut s = Statements::one(OUTAGES_LOCK);
-        if let Some((_, number)) = &self.ingester {
+        if let Some((_, number)) = self.ingester_role() {
             s.push(
                 "INSERT INTO channel_holders (ingester, source, since) VALUES (?, ?, ?) \
                  ON CONFLICT DO NOTHING",
             )
-            .bind(*number)
+            .bind(number)
             .bind(source)
             .bind(now_rfc3339());
         }
@@ -323,7 +322,7 @@ impl PgWriter {
 
     /// See [`stale_holders`]; only an ingester's writer checks.
     pub(crate) async fn check_outages(&mut self) -> anyhow::Result<()> {
-        if self.ingester.is_some() {
+        if self.ingester().is_some() {
             self.in_transaction(stale_holders()).await?;
         }
         Ok(())
@@ -420,7 +419,6 @@ fn stale_holders() -> Statements {
 
 /// What only one process may do at a time on an archive, held as an advisory lock for as long as the
 /// writer's connection is open (and taken again with a new one).
-#[derive(Clone)]
 enum Role {
     /// Ingester `name`, whose lock key is its `number`.
     Ingester { name: String, number: i64 },
