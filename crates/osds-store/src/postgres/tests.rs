@@ -558,6 +558,29 @@ async fn commands_open_an_existing_archive_only() {
 }
 
 #[tokio::test]
+async fn a_channel_is_out_only_while_no_running_ingester_has_it() {
+    let cluster = Cluster::start("outages");
+    let url = cluster.database("osds").await;
+    let mut a = ingester(&url, "a").await.unwrap();
+    let mut b = ingester(&url, "b").await.unwrap();
+    let store = open_store(&url).await.unwrap();
+    let open = |outages: Vec<crate::OutageRow>| -> Vec<String> {
+        outages.into_iter().map(|o| o.source).collect()
+    };
+    a.outage_end("cq").await.unwrap();
+    b.outage_end("cq").await.unwrap();
+    a.outage_begin("cq", "a lost it").await.unwrap();
+    assert!(
+        open(store.open_outages().await.unwrap()).is_empty(),
+        "b still has cq"
+    );
+    b.outage_begin("cq", "b lost it").await.unwrap();
+    assert_eq!(open(store.open_outages().await.unwrap()), ["cq"]);
+    a.outage_end("cq").await.unwrap();
+    assert!(open(store.open_outages().await.unwrap()).is_empty());
+}
+
+#[tokio::test]
 async fn one_process_of_all_runs_the_detector() {
     let cluster = Cluster::start("detector");
     let url = cluster.database("osds").await;
