@@ -210,7 +210,7 @@ impl Service {
                 offer_to.offer(committed)
             })),
             followed,
-        );
+        )?;
 
         let ingester = if let Some(upstream) = upstream {
             tracing::info!(upstream = %upstream.url, "ingesting from the relay");

@@ -2,12 +2,11 @@
 //! versions with their texts and events, and versions recovered later (`osds reparse`). Each backend runs these
 //! writes inside its own archiving transaction (`sqlite.rs`, `postgres/`).
 
-use crate::db::WriteConn;
+use crate::db::{Columns, WriteConn};
 use crate::rows::{ReportRow, ServedReport};
 use crate::statements::Statements;
 use osds_time::{beijing_month, now_rfc3339, parse_ms};
 use sha2::{Digest, Sha256};
-use sqlx::Row;
 use std::collections::{BTreeMap, BTreeSet};
 use wolfx_core::Report;
 
@@ -399,29 +398,23 @@ struct EventRow {
 impl VersionContext {
     /// The context from the row of a backend's context query (`existing`, `next_id`, `next_delivery_id`,
     /// `revisions` as a comma-separated list, and the event's columns, `event_id` NULL when it is new).
-    pub(crate) fn from_row<R>(row: &R) -> VersionContext
-    where
-        R: Row,
-        &'static str: sqlx::ColumnIndex<R>,
-        i64: sqlx::Type<R::Database> + for<'r> sqlx::Decode<'r, R::Database>,
-        String: sqlx::Type<R::Database> + for<'r> sqlx::Decode<'r, R::Database>,
-    {
-        let list: Option<String> = row.get("revisions");
-        let revisions = list
+    pub(crate) fn from_row(row: &dyn Columns) -> VersionContext {
+        let revisions = row
+            .opt_text("revisions")
             .unwrap_or_default()
             .split(',')
             .filter_map(|r| r.parse().ok())
             .collect();
-        let event = row.get::<Option<String>, _>("event_id").map(|_| EventRow {
-            latest_revision: row.get("latest_revision"),
-            origin_at: row.get("origin_at"),
-            sort_ms: row.get("sort_ms"),
-            upstream_ids: row.get("upstream_ids"),
+        let event = row.opt_text("event_id").map(|_| EventRow {
+            latest_revision: row.int("latest_revision"),
+            origin_at: row.opt_text("origin_at"),
+            sort_ms: row.int("sort_ms"),
+            upstream_ids: row.text("upstream_ids"),
         });
         VersionContext {
-            existing: row.get("existing"),
-            next_id: row.get("next_id"),
-            next_delivery_id: row.get("next_delivery_id"),
+            existing: row.opt_int("existing"),
+            next_id: row.int("next_id"),
+            next_delivery_id: row.int("next_delivery_id"),
             revisions,
             event,
         }

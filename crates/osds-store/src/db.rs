@@ -115,6 +115,35 @@ macro_rules! columns {
 columns!(SqliteRow);
 columns!(PgRow);
 
+impl Columns for rusqlite::Row<'_> {
+    fn int(&self, column: &str) -> i64 {
+        rusqlite_column(self, column)
+    }
+    fn opt_int(&self, column: &str) -> Option<i64> {
+        rusqlite_column(self, column)
+    }
+    fn text(&self, column: &str) -> String {
+        rusqlite_column(self, column)
+    }
+    fn opt_text(&self, column: &str) -> Option<String> {
+        rusqlite_column(self, column)
+    }
+    fn real(&self, column: &str) -> f64 {
+        rusqlite_column(self, column)
+    }
+    fn bytes(&self, column: &str) -> Vec<u8> {
+        rusqlite_column(self, column)
+    }
+    fn opt_bytes(&self, column: &str) -> Option<Vec<u8>> {
+        rusqlite_column(self, column)
+    }
+}
+
+fn rusqlite_column<T: rusqlite::types::FromSql>(row: &rusqlite::Row<'_>, column: &str) -> T {
+    row.get(column)
+        .unwrap_or_else(|e| panic!("column {column}: {e}"))
+}
+
 /// An integer column as `i64`: SQLite's integers are; PostgreSQL's may be narrower (a literal `1` is `integer`).
 trait WideInt {
     fn wide_int(&self, column: &str) -> Option<i64>;

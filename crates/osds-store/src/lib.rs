@@ -20,6 +20,7 @@ mod records;
 mod rows;
 pub mod served;
 mod sqlite;
+mod sqlite_ingest;
 mod statements;
 mod store;
 /// Archives written through the real writer, for tests (here and, with the `test-archive` feature, elsewhere).

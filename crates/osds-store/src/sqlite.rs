@@ -2,14 +2,14 @@
 //! SQLite side. One process writes (the `<database>-lock` file, `lock.rs`); others read.
 
 use crate::archiving::{
-    Incoming, IngestSummary, ReadContext, Recovered, RecoverySummary, VersionContext,
-    archive_batch, recover_in,
+    Incoming, IngestSummary, ReadContext, Recovered, RecoverySummary, VersionContext, recover_in,
 };
 use crate::checkpoint::{Checkpointer, WRITER_AUTOCHECKPOINT_PAGES};
 use crate::db::{ReadPool, WriteConn};
 use crate::hyp::{self, HypReportInput, StationMetric};
 use crate::ids::{HORIZON, IdReservation};
 use crate::records;
+use crate::sqlite_ingest::{self, WRITE_TRANSACTION, context_query};
 use crate::statements::Statements;
 use crate::store::{Store, sqlite_options};
 use anyhow::Context;
@@ -30,10 +30,6 @@ const ROW_BUFFER: usize = 1024;
 /// How much of the archive file a read connection maps.
 const READ_MMAP_BYTES: u64 = 1 << 31;
 
-/// Write transactions take the write lock up front: a deferred one that read first could not upgrade after
-/// another process (`osds reparse`, `osds backup`) committed, and SQLite would refuse it without waiting.
-const WRITE_TRANSACTION: &str = "BEGIN IMMEDIATE";
-
 /// The SQLite archive's writer (the backend of `Writer` for `sqlite:` URLs).
 pub(crate) struct SqliteWriter {
     conn: SqliteConnection,
@@ -42,9 +38,8 @@ pub(crate) struct SqliteWriter {
     checkpoints: Checkpointer,
     /// Ids are reserved (beside the database file) before a commit hands them out.
     ids: IdReservation,
-    /// No transaction but an ingest's has run on `conn` since one committed, so the next ingest need not
-    /// [`settle`] it first.
-    settled: bool,
+    /// Frames are archived through a connection of their own (see `sqlite_ingest.rs`); `conn` writes the rest.
+    archive: rusqlite::Connection,
 }
 
 /// Opens (creating when missing) the SQLite database at `url`, runs the migrations, and returns the read side
@@ -117,7 +112,8 @@ impl SqliteWriter {
             options,
             checkpoints: Checkpointer::spawn(checkpoint_conn),
             ids: IdReservation::open(&database),
-            settled: false,
+            archive: sqlite_ingest::connect(&database)
+                .with_context(|| format!("open {} for archiving", database.display()))?,
         })
     }
 
@@ -164,48 +160,16 @@ impl SqliteWriter {
         Ok(())
     }
 
-    /// Archives a batch of frames in one durable transaction (group commit).
+    /// Archives a batch of frames in one durable transaction (group commit). Blocks the calling thread until
+    /// it is durable (see `sqlite_ingest.rs`).
     pub(crate) async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
-        if !std::mem::take(&mut self.settled) {
-            settle(&mut self.conn, &self.options).await?;
-        }
-        match self.ingest_in_transaction(batch).await {
-            Ok(summary) => {
-                self.settled = true;
-                self.checkpoints.committed(batch.len());
-                Ok(summary)
-            }
-            Err(e) => {
-                // SQLite may or may not have ended the transaction (a failed COMMIT on a full disk does not
-                // always); leave none open for the next one.
-                let _ = sqlx::query("ROLLBACK").execute(&mut self.conn).await;
-                Err(e)
-            }
-        }
-    }
-
-    /// The batch's transaction, begun and committed by SQL of its own rather than by sqlx's `Transaction`, so
-    /// `BEGIN` travels with the first unit's context read and `COMMIT` with the last unit's writes: two round
-    /// trips to the connection's thread for a frame of one unit instead of four (each is two thread wake-ups).
-    async fn ingest_in_transaction(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
-        let mut summary = IngestSummary::default();
-        let mut pending = Statements::default();
-        pending.push(WRITE_TRANSACTION);
-        archive_batch(&mut self.conn, &mut pending, batch, &mut summary).await?;
-        if let Some(last) = summary.new_versions.last().map(|v| v.id) {
-            self.ids.cover(last)?;
-        }
-        pending.push("COMMIT");
-        pending
-            .execute(&mut self.conn)
-            .await
-            .context("commit ingest transaction")?;
+        let summary = sqlite_ingest::commit(&self.archive, &mut self.ids, batch)?;
+        self.checkpoints.committed(batch.len());
         Ok(summary)
     }
 
     /// See [`Writer::recover`].
     pub(crate) async fn recover(&mut self, items: &[Recovered]) -> anyhow::Result<RecoverySummary> {
-        self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
         let summary = recover_in(&mut *tx, items).await?;
         if let Some(&last) = summary.new_versions.last() {
@@ -242,7 +206,6 @@ impl SqliteWriter {
         &mut self,
         input: &HypReportInput,
     ) -> anyhow::Result<String> {
-        self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
         let sha256 = hyp::append_report(&mut *tx, input).await?;
         tx.commit().await.context("commit hyp report")?;
@@ -256,7 +219,6 @@ impl SqliteWriter {
         event_id: &str,
         metrics: &[StationMetric],
     ) -> anyhow::Result<u64> {
-        self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
         let changed = hyp::add_metrics(&mut *tx, event_id, metrics).await?;
         tx.commit()
@@ -267,7 +229,6 @@ impl SqliteWriter {
 
     /// Runs `statements` in one transaction.
     pub(crate) async fn in_transaction(&mut self, statements: Statements) -> anyhow::Result<()> {
-        self.settled = false;
         let mut tx = begin(&mut self.conn, &self.options).await?;
         tx.run(statements).await?;
         tx.commit().await?;
@@ -278,26 +239,15 @@ impl SqliteWriter {
 impl ReadContext for SqliteConnection {
     async fn version_context(
         &mut self,
-        mut before: Statements,
+        before: Statements,
         source: &str,
         identity: &str,
         event_key: &str,
     ) -> anyhow::Result<VersionContext> {
-        let conn = self;
-        before
-            .push(
-            &format!("SELECT (SELECT id FROM reports WHERE source = ? AND identity_sha256 = ?) AS existing, \
-             {HORIZON} + 1 AS next_id, \
-             (SELECT COALESCE(MAX(id), 0) FROM deliveries) + 1 AS next_delivery_id, \
-             (SELECT group_concat(DISTINCT revision) FROM reports WHERE event_key = ?) AS revisions, \
-             e.id AS event_id, e.latest_revision, e.origin_at, e.sort_ms, e.upstream_ids \
-             FROM (SELECT 1) LEFT JOIN events e ON e.id = ?"
-        ))
-            .bind(source.to_string())
-            .bind(identity.to_string())
-            .bind(event_key.to_string())
-            .bind(event_key.to_string());
-        Ok(VersionContext::from_row(&before.fetch_one(conn).await?))
+        let row = context_query(before, source, identity, event_key)
+            .fetch_one(self)
+            .await?;
+        Ok(VersionContext::from_row(&row))
     }
 }
 
@@ -323,7 +273,7 @@ async fn begin<'c>(
 /// Makes `conn` fit for a new transaction. A commit through sqlx's `Transaction` that failed (a full disk:
 /// SQLite has rolled the transaction back) leaves the connection counting a transaction that no longer exists,
 /// and it would refuse every later one; such a connection is replaced by a new one from `options`. A round
-/// trip to the connection's thread (~70 us), so an ingest skips it after a commit that succeeded.
+/// trip to the connection's thread (~70 us).
 async fn settle(conn: &mut SqliteConnection, options: &SqliteConnectOptions) -> anyhow::Result<()> {
     // The round trip runs any rollback still queued by a dropped transaction before the depth is read.
     conn.ping().await?;

@@ -4,7 +4,11 @@
 //! connection's worker thread, and the writer pays one round trip to that thread instead of one per statement
 //! (each round trip wakes two threads; on this machine that was most of a commit's time). PostgreSQL prepares
 //! one statement at a time, so there each runs on its own, its `?`s numbered `$1`, `$2`, ...
+//!
+//! The SQLite ingest thread (`sqlite_ingest.rs`) runs them through rusqlite instead, on its own thread, each
+//! statement prepared once and kept in the connection's cache.
 
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use sqlx::postgres::{PgArguments, PgConnection, PgRow, Postgres};
 use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteRow};
 use sqlx::{Arguments, SqliteConnection};
@@ -57,6 +61,21 @@ impl From<Vec<u8>> for Value {
 impl From<bool> for Value {
     fn from(v: bool) -> Value {
         Value::Bool(v)
+    }
+}
+
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        let value = match self {
+            Value::Int(v) => v.map_or(ValueRef::Null, ValueRef::Integer),
+            Value::Real(v) => v.map_or(ValueRef::Null, ValueRef::Real),
+            Value::Text(v) => v
+                .as_deref()
+                .map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes())),
+            Value::Bytes(v) => ValueRef::Blob(v),
+            Value::Bool(v) => ValueRef::Integer(i64::from(*v)),
+        };
+        Ok(ToSqlOutput::Borrowed(value))
     }
 }
 
@@ -151,6 +170,38 @@ impl Statements {
             .execute(conn)
             .await?
             .rows_affected())
+    }
+
+    /// Runs every statement, in order, on a rusqlite connection; returns how many rows they changed.
+    pub(crate) fn run_blocking(self, conn: &rusqlite::Connection) -> anyhow::Result<u64> {
+        let mut changed = 0;
+        for statement in self.list {
+            let mut prepared = conn.prepare_cached(&statement.sql)?;
+            changed += prepared.execute(rusqlite::params_from_iter(&statement.values))? as u64;
+        }
+        Ok(changed)
+    }
+
+    /// Runs every statement, in order, on a rusqlite connection, and maps the last one's first row (every row
+    /// is read, as in [`Statements::fetch_one`]).
+    pub(crate) fn first_row_blocking<T>(
+        mut self,
+        conn: &rusqlite::Connection,
+        map: impl FnOnce(&rusqlite::Row<'_>) -> T,
+    ) -> anyhow::Result<T> {
+        let last = self
+            .list
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("no statement returns a row"))?;
+        self.run_blocking(conn)?;
+        let mut prepared = conn.prepare_cached(&last.sql)?;
+        let mut rows = prepared.query(rusqlite::params_from_iter(&last.values))?;
+        let first = rows
+            .next()?
+            .map(map)
+            .ok_or_else(|| anyhow::anyhow!("the statements returned no row"))?;
+        while rows.next()?.is_some() {}
+        Ok(first)
     }
 
     /// The rows of the one statement, read from a SQLite pool or connection.

@@ -92,6 +92,12 @@ impl Writer {
         id
     }
 
+    /// Whether an ingest blocks the calling thread until it is durable (SQLite's: see `sqlite_ingest.rs`);
+    /// PostgreSQL's awaits its connection's socket.
+    pub(crate) fn ingest_blocks(&self) -> bool {
+        matches!(self.backend, Backend::Sqlite(_))
+    }
+
     /// The highest report id this writer knows committed (its own commits and what it read).
     pub fn high_water(&self) -> i64 {
         self.high_water

@@ -6,6 +6,7 @@ use crate::components::ComponentChange;
 use crate::ids::raise_horizon;
 use crate::rows::ServedReport;
 use crate::writer::Writer;
+use anyhow::Context;
 use osds_time::now_rfc3339;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -159,12 +160,16 @@ impl WriterTask {
     /// write. `on_commit` is handed each commit's new versions before their horizon is published. `followed`
     /// is the horizon of commits made by other processes (see `postgres::watch_horizon`), published as it
     /// moves; without it they are found by reading the horizon every second.
+    ///
+    /// On SQLite the task runs on a thread of its own, in a runtime of its own: a commit blocks it (see
+    /// `sqlite_ingest.rs`), and a report reaches the live hub with one thread wake-up from there. On PostgreSQL
+    /// it stays on the caller's runtime, whose I/O driver serves its connection's socket.
     pub fn spawn(
         mut writer: Writer,
         queue_bytes: usize,
         on_commit: Option<CommitHook>,
         followed: Option<watch::Receiver<i64>>,
-    ) -> WriterTask {
+    ) -> anyhow::Result<WriterTask> {
         let (commands, receiver) = mpsc::unbounded_channel();
         let (high_water_tx, high_water) = watch::channel(writer.high_water());
         let next_session_id = Arc::new(AtomicI64::new(writer.next_session_id()));
@@ -175,20 +180,33 @@ impl WriterTask {
             dropped: BTreeMap::new(),
             failure: None,
         }));
-        tokio::spawn(run(
+        let blocks = writer.ingest_blocks();
+        let task = run(
             writer,
             receiver,
             high_water_tx,
             state.clone(),
             on_commit,
             followed,
-        ));
-        WriterTask {
+        );
+        if blocks {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("start the archive task's runtime")?;
+            std::thread::Builder::new()
+                .name("osds-archive".into())
+                .spawn(move || runtime.block_on(task))
+                .context("start the archive task's thread")?;
+        } else {
+            tokio::spawn(task);
+        }
+        Ok(WriterTask {
             commands,
             high_water,
             state,
             next_session_id,
-        }
+        })
     }
 
     /// Reads whether the archive writes and what waits for it (for `/status`).
@@ -483,17 +501,12 @@ fn failure_code(error: &anyhow::Error) -> &'static str {
             return "io_error";
         }
         if let Some(sqlx::Error::Database(db)) = cause.downcast_ref::<sqlx::Error>() {
-            // SQLite's primary result code is the low byte of its (extended) code.
-            let primary = db
-                .code()
-                .and_then(|c| c.parse::<i64>().ok())
-                .map(|c| c & 0xff);
-            return match primary {
-                Some(13) => "disk_full",
-                Some(10) => "io_error",
-                Some(5 | 6) => "locked",
-                _ => "write_failed",
-            };
+            return sqlite_failure(db.code().and_then(|c| c.parse::<i64>().ok()));
+        }
+        if let Some(rusqlite::Error::SqliteFailure(failure, _)) =
+            cause.downcast_ref::<rusqlite::Error>()
+        {
+            return sqlite_failure(Some(i64::from(failure.extended_code)));
         }
         if let Some(sqlx::Error::Io(io)) = cause.downcast_ref::<sqlx::Error>() {
             return if io.kind() == std::io::ErrorKind::StorageFull {
@@ -504,6 +517,16 @@ fn failure_code(error: &anyhow::Error) -> &'static str {
         }
     }
     "write_failed"
+}
+
+/// The reason for SQLite's (extended) result `code`: its primary code is the low byte.
+fn sqlite_failure(code: Option<i64>) -> &'static str {
+    match code.map(|c| c & 0xff) {
+        Some(13) => "disk_full",
+        Some(10) => "io_error",
+        Some(5 | 6) => "locked",
+        _ => "write_failed",
+    }
 }
 
 fn lock(state: &Mutex<WriteHealth>) -> std::sync::MutexGuard<'_, WriteHealth> {
