@@ -214,7 +214,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
                 } else {
                     MARKER_REDUNDANT_PUSH
                 };
-                let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), session_id, received_at.clone(), marker).await;
+                let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), session_id, received_at.clone(), marker);
                 cx.board.received(&cx.path, incoming.source(), &received_at);
                 metrics::counter!(
                     "osds_upstream_frames_received_total",

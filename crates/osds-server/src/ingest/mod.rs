@@ -12,8 +12,7 @@ use osds_runtime::SharedDecoders;
 use osds_store::WriterTask;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::sync::{oneshot, watch};
 
 /// Timing of the upstream connections (the spec's values are the defaults).
 #[derive(Debug, Clone)]
@@ -57,7 +56,8 @@ pub struct Ingester {
     decoders: SharedDecoders,
     writer: WriterTask,
     board: Arc<UpstreamBoard>,
-    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// One per connection, closed when its thread ends.
+    tasks: std::sync::Mutex<Vec<oneshot::Receiver<()>>>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -88,7 +88,9 @@ impl Ingester {
         ingester
     }
 
-    /// Holds a connection to `path` open for as long as the service runs.
+    /// Holds a connection to `path` open for as long as the service runs, on a thread of its own (in a runtime
+    /// of its own): its frames are decoded right where they are read, without a hand-over to another thread on
+    /// each report's way to the archive (see `pipeline::prepare`).
     fn connect(&self, path: String, primary: bool) {
         let context = connection::Context {
             config: self.config.clone(),
@@ -100,7 +102,22 @@ impl Ingester {
             shutdown: self.shutdown.subscribe(),
             refused_last: false,
         };
-        let task = tokio::spawn(connection::run(context));
+        let (ended, task) = oneshot::channel::<()>();
+        let thread = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .and_then(|runtime| {
+                std::thread::Builder::new()
+                    .name(format!("osds-upstream{}", context.path))
+                    .spawn(move || {
+                        let _ended = ended;
+                        runtime.block_on(connection::run(context));
+                    })
+            });
+        if let Err(e) = thread {
+            tracing::error!(error = %e, "cannot start an upstream connection's thread; that socket stays closed");
+            return;
+        }
         self.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -122,6 +139,7 @@ impl Ingester {
         let _ = self.shutdown.send(true);
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         for task in tasks {
+            // Closed, never sent: the thread has ended.
             let _ = task.await;
         }
     }

@@ -1,5 +1,5 @@
 //! From one received frame to what the archive stores: split, route by `type`, decode in the channel's
-//! component (off the async threads), and compute each report's version identity.
+//! component, and compute each report's version identity.
 
 use osds_runtime::decoder_set::SharedDecoders;
 use osds_runtime::units;
@@ -17,7 +17,10 @@ pub const MARKER_QUERY_OR_PUSH: &str = "primary/redundant-websocket-query-or-pus
 /// Routes and decodes every unit of `frame`. `own_type` is the channel of the socket it came on, used for a
 /// frame whose `type` cannot be read (garbage on `/sc_eew` is the sc decoder's to reject and is kept as
 /// unparsed sc data); on `/all_eew` such a frame has no channel.
-pub async fn prepare(
+///
+/// Decodes on the calling thread, for up to the decoders' time budget: the connection's own (see
+/// `Ingester::connect`), which has nothing else to do meanwhile.
+pub fn prepare(
     decoders: &SharedDecoders,
     frame: Vec<u8>,
     units: Vec<units::Unit>,
@@ -27,32 +30,16 @@ pub async fn prepare(
     marker: &'static str,
 ) -> Incoming {
     let decoders = decoders.load_full();
-    let own_type = own_type.map(str::to_string);
-    let records = tokio::task::spawn_blocking(move || {
-        units
-            .into_iter()
-            .enumerate()
-            .filter(|(_, unit)| !unit.is_control())
-            .map(|(index, unit)| UnitRecord {
-                unit_index: index as i64,
-                kind: decode_unit(&decoders, &unit, own_type.as_deref()),
-                type_tag: unit.type_tag,
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_else(|e| {
-        vec![UnitRecord {
-            unit_index: 0,
-            type_tag: None,
-            kind: UnitKind::Unparsed {
-                source: None,
-                decoder: None,
-                error_kind: "trap".into(),
-                message: format!("decoding task failed: {e}"),
-            },
-        }]
-    });
+    let records = units
+        .into_iter()
+        .enumerate()
+        .filter(|(_, unit)| !unit.is_control())
+        .map(|(index, unit)| UnitRecord {
+            unit_index: index as i64,
+            kind: decode_unit(&decoders, &unit, own_type),
+            type_tag: unit.type_tag,
+        })
+        .collect();
     Incoming {
         session_id,
         received_at,
