@@ -16,7 +16,7 @@ use support::contract::{Contract, Target, encode};
 use support::database::{Snapshot, copy_into, snapshot};
 use support::in_process::{InProcess, config};
 use support::live::{SseClient, ws_next, ws_url};
-use support::{eventually, start_connected, tempdir, wait_queries_done};
+use support::{eventually, page_ids, start_connected, tempdir, wait_queries_done};
 
 /// A cea frame at Beijing wall-clock `origin` (`YYYY-MM-DD HH:mm:ss`).
 fn cea_frame(event: &str, origin: &str, epicenter: &str, magnitude: f64) -> String {
@@ -573,12 +573,7 @@ async fn reports_page_by_cursor_up_to_the_high_water() {
     let reports = contract
         .get(&api, "/reports", "/reports?limit=3", 200)
         .await;
-    let ids: Vec<i64> = reports["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
+    let ids = page_ids(&reports);
     assert_eq!(ids, [1, 2, 3]);
     assert_eq!(reports["nextCursor"], 3);
     assert_eq!(reports["highWater"], 8);

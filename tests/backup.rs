@@ -9,7 +9,8 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use support::{
-    Server, all_reports, eventually, get_json, osds, start_connected, start_server_in, tempdir,
+    Server, all_reports, eventually, get_json, osds, page_ids, start_connected, start_server_in,
+    tempdir,
 };
 
 fn sc_frame(origin: &str, revision: i64, magnitude: f64) -> String {
@@ -422,12 +423,7 @@ async fn a_restore_never_reuses_a_cursor_and_refuses_cursors_of_the_replaced_arc
     .await;
     let (status, page) = get(&server, &format!("/reports?after={cursor}")).await;
     assert_eq!(status, 200);
-    let ids: Vec<i64> = page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
+    let ids = page_ids(&page);
     assert_eq!(ids, [6, 7], "the new reports, under ids never used before");
     assert_eq!(
         page["archiveId"],

@@ -9,7 +9,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use std::time::Duration;
 use support::live::{SseClient, ws_next, ws_url};
-use support::{Server, eventually, get_json, start_connected};
+use support::{Server, eventually, get_json, page_ids, start_connected};
 use tokio_tungstenite::tungstenite::Message;
 
 fn cq_frame(n: u32) -> String {
@@ -755,15 +755,6 @@ async fn push_as(relay: &FakeRelay, server: &Server, path: &str, frame: String, 
     .await;
 }
 
-fn ids(page: &Value) -> Vec<i64> {
-    page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_source_filter_follows_some_channels_on_the_global_cursor() {
     let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
@@ -781,7 +772,7 @@ async fn a_source_filter_follows_some_channels_on_the_global_cursor() {
     }
     let page = async |query: &str| get_json(&server.url(&format!("/reports?{query}"))).await;
     let sc = page("source=sc").await;
-    assert_eq!(ids(&sc), [2, 4, 6]);
+    assert_eq!(page_ids(&sc), [2, 4, 6]);
     assert!(
         sc["items"]
             .as_array()
@@ -792,13 +783,19 @@ async fn a_source_filter_follows_some_channels_on_the_global_cursor() {
     assert_eq!(sc["nextCursor"], 6);
     let first = page("source=sc&limit=2").await;
     assert_eq!(
-        (ids(&first), first["nextCursor"].clone()),
+        (page_ids(&first), first["nextCursor"].clone()),
         (vec![2, 4], 4.into())
     );
     // Not full: everything up to the horizon was looked at.
     let rest = page("source=cq&after=5&limit=2").await;
-    assert_eq!((ids(&rest), rest["nextCursor"].clone()), (vec![], 6.into()));
-    assert_eq!(ids(&page("source=cq,sc&after=1").await), [2, 3, 4, 5, 6]);
+    assert_eq!(
+        (page_ids(&rest), rest["nextCursor"].clone()),
+        (vec![], 6.into())
+    );
+    assert_eq!(
+        page_ids(&page("source=cq,sc&after=1").await),
+        [2, 3, 4, 5, 6]
+    );
     let refused = reqwest::get(server.url("/reports?source=sc,zz"))
         .await
         .unwrap();

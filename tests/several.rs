@@ -10,7 +10,7 @@ use osds_store::test_postgres::Cluster;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::live::{SseClient, ws_next};
-use support::{Server, all_reports, eventually, get_json, launch, raw_bytes, tempdir};
+use support::{Server, all_reports, eventually, get_json, launch, page_ids, raw_bytes, tempdir};
 
 fn cq_frame(n: u32) -> String {
     format!(
@@ -508,12 +508,7 @@ async fn a_pg_dump_restored_gets_a_new_identity_and_ids_above_every_one_handed_o
     assert_eq!(ahead.status(), 409);
     push_until(&server, 9..=9).await;
     let page = get_json(&server.url("/reports?after=5")).await;
-    let ids: Vec<i64> = page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
+    let ids = page_ids(&page);
     assert_eq!(
         ids,
         [9],

@@ -215,6 +215,16 @@ pub async fn raw_bytes(server: &Server, delivery: i64) -> bytes::Bytes {
         .unwrap()
 }
 
+/// The ids of a `/reports` page's items, in order.
+pub fn page_ids(page: &serde_json::Value) -> Vec<i64> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect()
+}
+
 /// All report versions from `/reports`, following `nextCursor`.
 pub async fn all_reports(server: &Server) -> Vec<serde_json::Value> {
     let mut after = 0;
