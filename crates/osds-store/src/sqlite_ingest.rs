@@ -23,7 +23,7 @@ pub(crate) const WRITE_TRANSACTION: &str = "BEGIN IMMEDIATE";
 /// Prepared statements the connection keeps: a frame's archiving uses about a dozen shapes.
 const STATEMENT_CACHE: usize = 64;
 
-/// The ingest connection, set as the sqlx writer's is (`sqlite::open`).
+/// The ingest connection, set as the sqlx writer's is (`sqlite::open`; WAL is the file's own mode, set there).
 pub(crate) fn connect(database: &Path) -> anyhow::Result<rusqlite::Connection> {
     let conn = rusqlite::Connection::open_with_flags(
         database,
