@@ -29,6 +29,7 @@ pub mod test_archive;
 /// Throwaway PostgreSQL servers, for tests.
 #[cfg(any(test, feature = "test-archive"))]
 pub mod test_postgres;
+mod wal_batch;
 mod writer;
 mod writer_task;
 

@@ -10,6 +10,7 @@ use crate::archiving::{Incoming, IngestSummary, ReadContext, VersionContext, arc
 use crate::checkpoint::WRITER_AUTOCHECKPOINT_PAGES;
 use crate::ids::{HORIZON, IdReservation};
 use crate::statements::Statements;
+use crate::wal_batch;
 use anyhow::Context as _;
 use std::future::Future;
 use std::path::Path;
@@ -25,12 +26,19 @@ const STATEMENT_CACHE: usize = 64;
 
 /// The ingest connection, set as the sqlx writer's is (`sqlite::open`; WAL is the file's own mode, set there).
 pub(crate) fn connect(database: &Path) -> anyhow::Result<rusqlite::Connection> {
-    let conn = rusqlite::Connection::open_with_flags(
+    let conn = rusqlite::Connection::open_with_flags_and_vfs(
         database,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        wal_batch::register()?,
     )?;
     conn.busy_timeout(Duration::from_secs(10))?;
     conn.pragma_update(None, "synchronous", "FULL")?;
+    // The WAL-batching VFS is safe only while every commit syncs the WAL (`wal_batch.rs`).
+    let synchronous: i64 = conn.pragma_query_value(None, "synchronous", |row| row.get(0))?;
+    anyhow::ensure!(
+        synchronous == 2,
+        "the ingest connection is not synchronous=FULL"
+    );
     conn.pragma_update(None, "foreign_keys", true)?;
     // Checkpoints are the checkpointer's (see `checkpoint.rs`).
     conn.pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)?;
