@@ -261,37 +261,39 @@ unsafe extern "C" fn write(
     ffi::SQLITE_OK
 }
 
-unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    // SAFETY: see `wal`.
+/// Our handle once what it gathered is written, or the error of that write.
+///
+/// SAFETY: as `wal`.
+unsafe fn flushed<'a>(file: *mut ffi::sqlite3_file) -> Result<&'a mut WalFile, c_int> {
     let wal = unsafe { wal(file) };
-    let rc = wal.flush();
-    if rc != ffi::SQLITE_OK {
-        return rc;
+    match wal.flush() {
+        ffi::SQLITE_OK => Ok(wal),
+        rc => Err(rc),
     }
-    // SAFETY: SQLite's arguments, passed on.
-    unsafe { (wal.methods().xTruncate.expect("files truncate"))(wal.inner, size) }
+}
+
+// These three look at the file, so what is gathered goes out first (SAFETY: see `wal`; SQLite's arguments are
+// passed on).
+
+unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
+    match unsafe { flushed(file) } {
+        Ok(wal) => unsafe { (wal.methods().xTruncate.expect("files truncate"))(wal.inner, size) },
+        Err(rc) => rc,
+    }
 }
 
 unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    // SAFETY: see `wal`.
-    let wal = unsafe { wal(file) };
-    let rc = wal.flush();
-    if rc != ffi::SQLITE_OK {
-        return rc;
+    match unsafe { flushed(file) } {
+        Ok(wal) => unsafe { (wal.methods().xSync.expect("files sync"))(wal.inner, flags) },
+        Err(rc) => rc,
     }
-    // SAFETY: SQLite's arguments, passed on.
-    unsafe { (wal.methods().xSync.expect("files sync"))(wal.inner, flags) }
 }
 
 unsafe extern "C" fn file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    // SAFETY: see `wal`.
-    let wal = unsafe { wal(file) };
-    let rc = wal.flush();
-    if rc != ffi::SQLITE_OK {
-        return rc;
+    match unsafe { flushed(file) } {
+        Ok(wal) => unsafe { (wal.methods().xFileSize.expect("files have sizes"))(wal.inner, size) },
+        Err(rc) => rc,
     }
-    // SAFETY: SQLite's arguments, passed on.
-    unsafe { (wal.methods().xFileSize.expect("files have sizes"))(wal.inner, size) }
 }
 
 // The rest only pass SQLite's arguments on to the default VFS's handle (SAFETY: see `wal`).
