@@ -108,7 +108,7 @@ unsafe extern "C" fn open(
             .cast::<ffi::sqlite3_file>();
         let rc = base_open(base, name, inner, flags, out_flags);
         if rc != ffi::SQLITE_OK {
-            // Not ours to close: SQLite closes a handle only when its methods are set.
+            // SQLite closes a handle only through the methods it was given, and ours are not set.
             if !(*inner).pMethods.is_null() {
                 ((*(*inner).pMethods).xClose.expect("files close"))(inner);
             }
