@@ -177,12 +177,19 @@ impl WalFile {
         if self.pending.is_empty() {
             return ffi::SQLITE_OK;
         }
-        let write = self.methods().xWrite.expect("files write");
         let len = c_int::try_from(self.pending.len()).expect("gathered bytes stay below WRITE_MAX");
-        // SAFETY: the inner handle is open; the buffer is valid for `len` bytes.
-        let rc = unsafe { write(self.inner, self.pending.as_ptr().cast(), len, self.start) };
+        // SAFETY: the buffer is valid for `len` bytes.
+        let rc = unsafe { self.write_through(self.pending.as_ptr().cast(), len, self.start) };
         self.pending.clear();
         rc
+    }
+
+    /// One write straight to the default VFS's handle.
+    ///
+    /// SAFETY: `buf` must be readable for `amount` bytes.
+    unsafe fn write_through(&self, buf: *const c_void, amount: c_int, offset: i64) -> c_int {
+        // SAFETY: the inner handle is open; the caller vouches for the buffer.
+        unsafe { (self.methods().xWrite.expect("files write"))(self.inner, buf, amount, offset) }
     }
 
     fn end(&self) -> i64 {
@@ -233,9 +240,7 @@ unsafe extern "C" fn write(
     let wal = unsafe { wal(file) };
     if !wal.gather {
         // SAFETY: SQLite's arguments, passed on.
-        return unsafe {
-            (wal.methods().xWrite.expect("files write"))(wal.inner, buf, amount, offset)
-        };
+        return unsafe { wal.write_through(buf, amount, offset) };
     }
     let Ok(len) = usize::try_from(amount) else {
         return ffi::SQLITE_IOERR_WRITE;
@@ -253,9 +258,7 @@ unsafe extern "C" fn write(
     }
     if len > WRITE_MAX {
         // SAFETY: SQLite's arguments, passed on (the default VFS's own limit applies).
-        return unsafe {
-            (wal.methods().xWrite.expect("files write"))(wal.inner, buf, amount, offset)
-        };
+        return unsafe { wal.write_through(buf, amount, offset) };
     }
     wal.pending.extend_from_slice(bytes);
     ffi::SQLITE_OK
