@@ -20,9 +20,12 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
 use std::sync::OnceLock;
 
-/// The VFS's registered name.
-pub(crate) const NAME: &str = "osds-wal-batch";
+/// The VFS's registered name, as SQLite takes it and as rusqlite does.
 const NAME_C: &CStr = c"osds-wal-batch";
+const NAME: &str = match NAME_C.to_str() {
+    Ok(name) => name,
+    Err(_) => panic!("the VFS's name is UTF-8"),
+};
 
 /// The most bytes gathered into one write: the default VFS writes at most this much per call (it masks the
 /// length to 17 bits; a longer write would come back short, as if the disk were full). A one-report commit
