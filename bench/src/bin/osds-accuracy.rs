@@ -1,13 +1,13 @@
-//! The detector's accuracy benchmark (`osds_detector::accuracy`) with every solution shaped and graded by the
-//! real hyp shaper component, run by the host's Wasm runtime as `osds serve` runs it: synthetic earthquakes on
-//! the shipped K-NET/KiK-net network, rendered as monitor images, decoded, detected, shaped and scored.
+//! The detector's accuracy benchmark (`osds_accuracy`: the in-model regression matrix and the independent
+//! truth model, side by side) with every solution shaped and graded by the real hyp shaper component, run by
+//! the host's Wasm runtime as `osds serve` runs it.
 //!
-//! `cargo run --release -p osds-bench --bin osds-accuracy [-- [--values] [--reports] [NAME...]]`: `--values`
-//! feeds the values without images, `--reports` prints every report, names pick scenarios. Results are
-//! recorded in BENCHMARKS.md.
+//! `cargo run --release -p osds-bench --bin osds-accuracy [-- [--values] [--reports] [--in-model |
+//! --independent] [NAME...]]`: `--values` feeds the values without images, `--reports` prints every report,
+//! names pick scenarios. Results are recorded in BENCHMARKS.md.
 
 use anyhow::Context;
-use osds_detector::accuracy::{Options, run_matrix};
+use osds_accuracy::{Options, run_matrices};
 use osds_runtime::{Limits, Runtime, ShaperComponent};
 
 fn main() -> anyhow::Result<()> {
@@ -22,6 +22,6 @@ fn main() -> anyhow::Result<()> {
             .and_then(|report| serde_json::from_slice(&report).context("the shaper's report"))
             .expect("the shaper shapes a detector solution")
     };
-    run_matrix(&options, &format!("the Wasm component {name}"), &shape);
+    run_matrices(&options, &format!("the Wasm component {name}"), &shape);
     Ok(())
 }

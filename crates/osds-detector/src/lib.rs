@@ -3,7 +3,6 @@
 //! with known truth that prove them. Pure computation: the frame sources, the recorder and the archive live in
 //! the host.
 
-pub mod accuracy;
 pub mod colour;
 pub mod csv;
 pub mod detector;
@@ -12,7 +11,6 @@ pub mod kmoni;
 pub mod locate;
 pub mod magnitude;
 pub mod rng;
-pub mod scenario;
 pub mod stations;
 pub mod synthetic;
 pub mod traveltime;

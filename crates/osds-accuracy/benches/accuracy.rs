@@ -1,0 +1,15 @@
+//! The detector's accuracy benchmark with its solutions shaped by `hyp-core` natively, for quick runs while
+//! working on the detector; the recorded runs shape through the real hyp shaper component
+//! (`cargo run --release -p osds-bench --bin osds-accuracy`). See `osds_accuracy`.
+//!
+//! `cargo bench -p osds-accuracy --bench accuracy [-- [--values] [--reports] [--in-model|--independent]
+//! [NAME...]]`: `--values` skips the images, `--reports` prints every report, names pick scenarios.
+
+fn main() {
+    let options = osds_accuracy::Options::from_args(std::env::args().skip(1));
+    osds_accuracy::run_matrices(
+        &options,
+        "hyp-core (native)",
+        &osds_accuracy::scenario::shape_natively,
+    );
+}

@@ -1,0 +1,211 @@
+//! The detector on the real network (the shipped K-NET/KiK-net table), scenario by scenario: behaviours a
+//! consumer relies on, pinned on the in-model synthetic quakes (the detector's own model) and on the
+//! independent truth model. Deterministic: seeded frames, the feed's deliveries drawn from the seed, no clock.
+
+use crate::feed::Feed;
+use crate::scenario::{Report, Scenario, Setting, Source, run, shape_natively};
+use crate::truth::Earth;
+use osds_detector::geo::distance_km;
+use osds_detector::stations::Network;
+use osds_detector::synthetic::{Faults, Quake};
+use osds_detector::traveltime::Model;
+use std::sync::Arc;
+
+/// The real network (the shipped K-NET/KiK-net table) with every station's timing offset (±0.3 s) and site
+/// term, 2 % dropouts: one scenario's reports, values fed directly (the image path has its own tests).
+fn on_the_network(quakes: Vec<Quake>, seconds: u64, seed: u64) -> Vec<Report> {
+    let network = Network::shipped();
+    let faults = Faults {
+        dropout: 0.02,
+        ..Faults::default()
+    }
+    .station_terms(network.stations.len(), 0.3, 0.25, seed);
+    let scenario = Scenario {
+        name: "test".into(),
+        settings: vec![Setting::Inland; quakes.len()],
+        source: Source::InModel { quakes, faults },
+        seconds,
+        feed: Feed::perfect(),
+        seed,
+    };
+    run_on(&scenario, &network, false)
+}
+
+fn run_on(scenario: &Scenario, network: &Network, images: bool) -> Vec<Report> {
+    let earth = Earth::new(&network.positions(), crate::EARTH_SEED);
+    run(
+        scenario,
+        network,
+        &earth,
+        &Arc::new(Model::jma2001()),
+        images,
+        &shape_natively,
+    )
+    .reports
+}
+
+/// The public events of a run, each with its reports in order.
+fn events(reports: &[Report]) -> Vec<Vec<&Report>> {
+    let mut events: Vec<Vec<&Report>> = Vec::new();
+    for report in reports {
+        match events.iter_mut().find(|e| e[0].event_id == report.event_id) {
+            Some(event) => event.push(report),
+            None => events.push(vec![report]),
+        }
+    }
+    events
+}
+
+/// The final report is the event's best solution: when its last frames carry only stations that are late
+/// (the wavefront far away, S onsets) or decaying, closing the event does not relocate it from them.
+#[test]
+fn the_final_report_is_the_best_solution_not_a_relocation_from_late_stations() {
+    // An M6.6 inland quake (Tottori 2000): its waves go on triggering stations hundreds of km away long after
+    // the near stations that located it have peaked.
+    let truth = Quake::at(35.274, 133.349, 9.0, 6.6, 10.0);
+    let reports = on_the_network(vec![truth], 240, 11);
+    let events = events(&reports);
+    assert_eq!(events.len(), 1, "one event");
+    let event = &events[0];
+    let last = event.last().unwrap();
+    assert_eq!(last.status, "finalized");
+    // Its last frames: late and far stations the location does not use.
+    assert!(last.unused_stations >= 10, "{last:?}");
+    assert!(last.farthest_station_km >= 300.0, "{last:?}");
+    let before = event[event.len() - 2];
+    assert_eq!(
+        (last.latitude, last.longitude, last.depth_km),
+        (before.latitude, before.longitude, before.depth_km),
+        "closing relocated the event"
+    );
+    let error = distance_km(
+        last.latitude,
+        last.longitude,
+        truth.latitude,
+        truth.longitude,
+    );
+    assert!(error <= 5.0, "final report {error:.1} km off");
+}
+
+/// A large quake's P and S waves crossing the country trigger stations 1,000 km away: their picks are
+/// explained by its predicted arrivals, so they are that event's, never an event of their own.
+#[test]
+fn a_large_quakes_wavefront_crossing_the_country_is_one_event() {
+    let truth = Quake::at(37.495, 137.270, 16.0, 7.5, 10.0);
+    let reports = on_the_network(vec![truth], 300, 12);
+    let events = events(&reports);
+    assert_eq!(
+        events.len(),
+        1,
+        "{:?}",
+        events.iter().map(|e| e[0]).collect::<Vec<_>>()
+    );
+    let farthest = reports
+        .iter()
+        .map(|r| r.farthest_station_km)
+        .fold(0.0, f64::max);
+    assert!(
+        farthest >= 500.0,
+        "the wavefront's far stations joined: {farthest:.0} km"
+    );
+}
+
+/// A second quake striking while the first one's P wave is crossing its region is inconsistent with the first
+/// one's travel times and shakes far more than the first can explain there: two events, each where it is.
+#[test]
+fn a_second_quake_inside_the_first_ones_wavefront_is_its_own_event() {
+    let first = Quake::at(38.0, 142.0, 40.0, 7.0, 10.0);
+    let second = Quake::at(35.0, 136.5, 10.0, 6.0, 110.0);
+    let reports = on_the_network(vec![first, second], 300, 13);
+    let events = events(&reports);
+    assert_eq!(events.len(), 2, "{events:?}");
+    for truth in [first, second] {
+        let found = events.iter().any(|e| {
+            let last = e.last().unwrap();
+            distance_km(
+                last.latitude,
+                last.longitude,
+                truth.latitude,
+                truth.longitude,
+            ) <= 20.0
+        });
+        assert!(found, "no event at {truth:?}");
+    }
+}
+
+/// A deep slab event is located at its depth once enough stations constrain it, not at a shallow cap.
+#[test]
+fn a_deep_quake_is_located_at_its_depth() {
+    let truth = Quake::at(34.0, 138.1, 380.0, 6.3, 10.0);
+    let reports = on_the_network(vec![truth], 240, 14);
+    let events = events(&reports);
+    assert_eq!(events.len(), 1);
+    let tracking: Vec<_> = events[0]
+        .iter()
+        .filter(|r| r.status == "tracking")
+        .collect();
+    assert!(!tracking.is_empty());
+    for r in tracking {
+        assert!((r.depth_km - truth.depth_km).abs() <= 40.0, "{r:?}");
+        let error = distance_km(r.latitude, r.longitude, truth.latitude, truth.longitude);
+        assert!(error <= 30.0, "{error:.1} km: {r:?}");
+    }
+}
+
+/// The first public report already has a magnitude, from the P window (`Mw-SM99-P`) when the S wave has not
+/// reached two stations yet; the S estimate replaces it.
+#[test]
+fn the_first_public_report_has_a_magnitude() {
+    let truth = Quake::at(32.742, 130.808, 11.0, 6.2, 10.0);
+    let reports = on_the_network(vec![truth], 120, 15);
+    let first = &reports[0];
+    let m = first.magnitude.expect("a magnitude in the first report");
+    assert!((m - truth.mw).abs() <= 0.5, "{first:?}");
+    assert_eq!(first.magnitude_type.as_deref(), Some("Mw-SM99-P"));
+    let last = reports.last().unwrap();
+    assert_eq!(last.magnitude_type.as_deref(), Some("Mw-SM99"));
+    assert!(
+        (last.magnitude.unwrap() - truth.mw).abs() <= 0.3,
+        "{last:?}"
+    );
+}
+
+/// A well-recorded inland quake reaches grade A or S: picks that are S onsets or far off are not counted in
+/// its RMS, so the RMS reflects the 1-second picks.
+#[test]
+fn a_well_recorded_inland_quake_reaches_grade_a_or_s() {
+    let truth = Quake::at(36.0, 138.0, 10.0, 6.5, 10.0);
+    let reports = on_the_network(vec![truth], 120, 16);
+    let best = reports
+        .iter()
+        .filter(|r| r.grade == "S" || r.grade == "A")
+        .count();
+    assert!(best > 0, "{:?}", reports.last());
+    let tracking = reports.iter().find(|r| r.status == "tracking").unwrap();
+    assert!(tracking.rms_seconds.unwrap() <= 0.8, "{tracking:?}");
+}
+
+/// No quake on the whole network: stuck stations, lone spikes and dropouts make no event.
+#[test]
+fn no_quake_on_the_network_no_event_despite_stuck_stations_and_spikes() {
+    let network = Network::shipped();
+    let faults = Faults {
+        stuck: vec![(100, 4.0), (700, 3.2)],
+        spike: vec![(200, 30, 5.0), (900, 60, 5.5), (1200, 90, 4.0)],
+        dropout: 0.05,
+        ..Faults::default()
+    }
+    .station_terms(network.stations.len(), 0.3, 0.25, 17);
+    let scenario = Scenario {
+        name: "quiet".into(),
+        settings: Vec::new(),
+        source: Source::InModel {
+            quakes: Vec::new(),
+            faults,
+        },
+        seconds: 120,
+        feed: Feed::perfect(),
+        seed: 17,
+    };
+    assert!(run_on(&scenario, &network, true).is_empty());
+}
