@@ -123,7 +123,7 @@ async fn an_inland_earthquake_is_located_sized_graded_and_finalized() {
         status["algorithm"]
             .as_str()
             .unwrap()
-            .starts_with("osds-hyp/2:")
+            .starts_with("osds-hyp/3:")
     );
     assert_eq!(status["algorithm"], last["algorithm"]);
 }
@@ -473,7 +473,7 @@ async fn a_travel_time_table_is_named_in_the_algorithm_fingerprint() {
         .collect();
     let tabled = algorithm(start_server("ws://127.0.0.1:9", &with_table)).await;
     assert_ne!(builtin, tabled);
-    assert!(tabled.starts_with("osds-hyp/2:"), "{tabled}");
+    assert!(tabled.starts_with("osds-hyp/3:"), "{tabled}");
 
     std::fs::write(
         &table_path,

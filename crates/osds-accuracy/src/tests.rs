@@ -209,3 +209,91 @@ fn no_quake_on_the_network_no_event_despite_stuck_stations_and_spikes() {
     };
     assert!(run_on(&scenario, &network, true).is_empty());
 }
+
+/// A scenario of the independent matrix, run through monitor images as the benchmark runs it, scored.
+fn independent(name: &str) -> crate::score::Score {
+    let network = Network::shipped();
+    let scenario = crate::matrix::independent(&network)
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no scenario {name}"));
+    let earth = Earth::new(&network.positions(), crate::EARTH_SEED);
+    let run = run(
+        &scenario,
+        &network,
+        &earth,
+        &Arc::new(Model::jma2001()),
+        true,
+        &shape_natively,
+    );
+    crate::score::score(&run)
+}
+
+fn assert_found_and_nothing_else(name: &str) -> crate::score::Score {
+    let score = independent(name);
+    assert!(
+        score.false_event_ids.is_empty(),
+        "{name}: false events {:?}",
+        score.false_event_ids
+    );
+    for outcome in score
+        .outcomes
+        .iter()
+        .filter(|o| crate::score::must_find(&o.quake))
+    {
+        assert!(
+            outcome.event_id.is_some(),
+            "{name}: missed {:?}",
+            outcome.quake
+        );
+    }
+    score
+}
+
+/// Bursts on a few neighbouring stations at once (no moveout) are not earthquakes, however they fit.
+#[test]
+fn bursts_on_neighbouring_stations_make_no_event() {
+    assert_found_and_nothing_else("bursts");
+}
+
+/// The weak wavefront of a distant great earthquake crossing the whole network makes no local event, nor does
+/// a Kuril-trench quake whose waves reach only the network's edge at first.
+#[test]
+fn a_distant_great_earthquakes_wavefront_makes_no_event() {
+    assert_found_and_nothing_else("kamchatka-m8.8");
+    assert_found_and_nothing_else("kurils-m8.3");
+}
+
+/// An aftershock 60 s after and 20 km from its mainshock is detected on the mainshock's stations, not swallowed
+/// by the mainshock's event.
+#[test]
+fn an_aftershock_on_the_mainshocks_stations_is_its_own_event() {
+    let score = assert_found_and_nothing_else("aftershock-60s-20km");
+    let ids: Vec<_> = score.outcomes.iter().map(|o| o.event_id.clone()).collect();
+    assert_ne!(ids[0], ids[1]);
+}
+
+/// A second quake striking while a great offshore one's waves cross its region is its own event, and the
+/// great one's wavefront makes no other.
+#[test]
+fn a_quake_inside_anothers_wavefront_is_its_own_event() {
+    assert_found_and_nothing_else("second-in-wavefront");
+}
+
+/// A deep quake seen from one side is one event at depth, not a shallow one made of its late S arrivals.
+#[test]
+fn a_deep_quake_seen_from_one_side_is_one_event() {
+    let score = assert_found_and_nothing_else("japan-sea-m6.0-450km");
+    let depth = score.outcomes[0].median_depth_km();
+    assert!(depth.is_some_and(|d| d <= 150.0), "{depth:?}");
+}
+
+/// Images published 1-2 s late, some lost, and an outage of seconds while the event is under way: the event
+/// goes on, not interrupted, and its reports carry when they would have been published.
+#[test]
+fn a_late_lossy_feed_with_an_outage_does_not_interrupt_the_event() {
+    let score = assert_found_and_nothing_else("iwate-miyagi-m6.9");
+    let outcome = &score.outcomes[0];
+    assert!(!outcome.interrupted_mid_run, "{outcome:?}");
+    assert!(outcome.latency_s.is_some_and(|l| l >= 1.0), "{outcome:?}");
+}

@@ -8,6 +8,14 @@
 //! event explains joins a cluster next to it or starts a new one, and a cluster whose stations another event's
 //! waves explain is absorbed, never published: a large quake's wavefront crossing the country is one event.
 //!
+//! The tolerances are those of a model that is wrong by a second or two and an intensity unit, more far away
+//! (another Earth's travel times, station delays, emergent onsets, another attenuation relation). A cluster is
+//! published only when it is located from picks on more than one side (or has stopped moving), inside the
+//! network, big enough to be told from a burst on a few stations (M 3.0), and plausible to its whole
+//! neighbourhood: no station around it that its waves should have reached stays silent, and none shakes sooner
+//! or harder than it explains ([`crate::consistency`]) — a distant great quake's wavefront fits a local source
+//! on its first stations and fails there.
+//!
 //! An event keeps every pick it was ever given. Memberships expire by the peak the station reached (that
 //! decides when an event is over), but a pick stays evidence, so an event is never relocated from a depleted
 //! or late set of stations, and its final report is its best solution: the latest location from all its
@@ -41,33 +49,68 @@ const AFTERMATH_MS: i64 = 240_000;
 /// Two located clusters this close, with origin times this close, are one quake located twice.
 const SAME_QUAKE_KM: f64 = 100.0;
 const SAME_QUAKE_S: f64 = 10.0;
-/// A station shaking this much more than an event's magnitude predicts there is not that event's.
-const LEVEL_MARGIN: f64 = 1.0;
 /// Beyond this distance from an event, a member shaking more than the event explains is let go, free to
 /// trigger for another quake.
 const RELEASE_KM: f64 = 100.0;
 /// New stations farther than this from an event keep it open no longer: its wavefront crossing the country
 /// is not new evidence about it.
 const NEW_STATION_KM: f64 = 300.0;
-/// A cluster is published only when its picks agree with one another this well (rms, seconds).
+/// A cluster is published only when its picks agree with one another this well (rms, seconds), and this much
+/// more per second of the picks' mean travel time.
 const PUBLISH_RMS_S: f64 = 1.0;
+const RMS_PER_TRAVEL: f64 = 0.01;
 /// A shallow solution from five picks or more is published without waiting for a second location to agree;
 /// a deeper one waits (a one-sided network can fit a shallow offshore quake with a deep one at first).
 const SHALLOW_KM: f64 = 150.0;
+/// A solution is published only with a used pick within this distance of its epicentre (or its depth, for
+/// a deep one): farther outside the network the picks fix no epicentre.
+const COVERAGE_KM: f64 = 150.0;
+/// Picks spread over less than this show no moveout…
+const NO_MOVEOUT_MS: i64 = 1_500;
+/// …and such a cluster waits this long after its last pick for its neighbourhood to show what it is.
+const NO_MOVEOUT_WAIT_MS: i64 = 4_000;
+/// A solution whose picks all lie on one side and this far away is seen from afar.
+const ONE_SIDED_KM: f64 = 50.0;
+/// The smallest magnitude published: smaller events shake too few stations too weakly to be told from a
+/// disturbance on a few neighbouring stations.
+const MIN_PUBLISHED_MW: f64 = 3.0;
+/// A member stays at least this long after its predicted S arrival, whatever its peak so far.
+const S_STAY_S: f64 = 10.0;
 /// A station at or below this intensity has stopped shaking, whatever its peak.
 const DECAYED_LEVEL: f64 = -1.0;
 /// Silent stations this close to an event's centre count against trial points that would have reached them.
 const SILENT_STATION_KM: f64 = 200.0;
 
-/// How far a pick may sit from a predicted P arrival `travel` seconds after the origin and still be that P
-/// arrival: the 1-second frames, per-station timing, and a travel-time model that errs more far away.
-fn p_tolerance(travel: f64) -> f64 {
-    2.0 + 0.02 * travel
+/// How far a pick may sit before and after a predicted P arrival `travel` seconds after the origin and still
+/// be that P arrival: the 1-second frames; station delays and a travel-time model that err by seconds far
+/// away (3-D structure, a different Earth than the table's); and, late only, emergent onsets that reach the
+/// trigger's rise a few seconds after they begin.
+fn p_window(travel: f64) -> (f64, f64) {
+    (2.0 + 0.03 * travel, 3.0 + 0.03 * travel)
 }
 
-/// Seconds after the predicted S arrival that still count as the event's shaking at a station.
-fn coda_seconds(s_travel: f64) -> f64 {
-    10.0 + 0.1 * s_travel
+/// Whether a pick `off` seconds after a predicted P arrival `travel` seconds after the origin is that arrival.
+fn is_p(off: f64, travel: f64) -> bool {
+    let (early, late) = p_window(travel);
+    (-early..=late).contains(&off)
+}
+
+/// Seconds the fault of an event of `mw` takes to break (Utsu's length at 2.5 km/s).
+fn rupture_seconds(mw: f64) -> f64 {
+    10f64.powf(0.5 * mw - 1.85) / 2.5
+}
+
+/// Seconds after the predicted S arrival that still count as an event's shaking at a station: the S wave's
+/// build-up and coda, and a large event's fault still breaking.
+fn coda_seconds(s_travel: f64, mw: Option<f64>) -> f64 {
+    10.0 + 0.15 * s_travel + mw.map_or(0.0, rupture_seconds)
+}
+
+/// How much more a station `d` km from an event may shake than the event's magnitude predicts there and still
+/// be that event's: the attenuation relation's own error (about an intensity unit near the source) and the
+/// spread between published relations, which grows with distance.
+fn level_margin(d: f64) -> f64 {
+    (1.5 + d / 500.0).min(3.0)
 }
 
 /// A solution to report, with the event-level peaks of its stations (station, peak intensity, observed at).
@@ -107,30 +150,50 @@ impl Default for DetectorConfig {
     }
 }
 
-/// `osds-hyp/2:` and a hash of the parameters that decide results, then the tables by name and digest
+/// `osds-hyp/3:` and a hash of the parameters that decide results, then the tables by name and digest
 /// (`tt=` travel times, `st=` stations), so a change of any shows in every report and in `/hyp/status`.
 pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> String {
     use sha2::{Digest, Sha256};
-    let parameters = "trigger rise 1.1/10s, neighbours 15 within 60 km rising 0.5 min(n,max(n/3,4)), lone 2; \
-         stuck >=3 with neighbours 3 lower; expiry 10/15/30/60/90 s, no refractory; association by predicted P \
-         (2 s + 2 %) and P..S+coda (10 s + 10 %) within level +1.0, else cluster 60 km, young < 8 picks; \
-         release beyond 100 km above level +1.0; aftermath 240 s; same quake 100 km 10 s; new stations within \
-         300 km keep an event open; grid 0.4/0.1/0.04 deg, weights floor 20 km, depth 10 fixed <3, cap 130 <5, \
-         150 <8, else 700; 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < 20 picks, \
-         cap 2 s; pick t-0.5 s; publish rms <= 1 s, not at the cap, converged or >= 5 picks shallow; \
-         Si-Midorikawa 1999 PGV, I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+2..ts-1.5, +1.5) \
-         else any reached; nearest 30; tracking >=8 stations stable 10 km 5 s; final = best solution";
+    let parameters = "trigger rise 1.1/10s by observation time, neighbours 15 within 60 km rising 0.5 \
+         min(n,max(n/3,4)), lone 2, re-armed after 3 s calm; stuck >=3 with neighbours 3 lower; expiry \
+         10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %), P coda \
+         for the rupture's duration, S..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
+         cluster 60 km, young < 8 picks; release beyond 100 km above that level; aftermath 240 s; same quake \
+         100 km 10 s; new stations within 300 km keep an event open; grid 0.4/0.1/0.04 deg within 2 deg, \
+         weights floor 20 km, depth 10 fixed <3, cap 130 <5, 150 <8, else 700, and at most 4x the picks' \
+         aperture (60 km floor); 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < \
+         20 picks, cap 2 s; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
+         not at the cap or the search's edge, a pick within 150 km (or the depth), 2 agreeing locations (3 \
+         one-sided), or >= 5 picks shallow, picks spread >= 1.5 s or 4 s after the last, M >= 3.0 above 150 \
+         km, the neighbourhood test (300 km, margin 0.8, silent <= max(1, expected/3) and <= max(2, \
+         tested/4), unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
+         I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+2..ts-1.5, +1.5) else any reached; \
+         nearest 30; tracking >=8 stations stable 10 km 5 s; final = best solution";
     let mut table = Sha256::new();
     for s in stations {
         table.update(format!("{},{},{};", s.code, s.latitude, s.longitude).as_bytes());
     }
     let digest = Sha256::digest(parameters.as_bytes());
     format!(
-        "osds-hyp/2:{};tt={};st={}",
+        "osds-hyp/3:{};tt={};st={}",
         hex::encode(&digest[..6]),
         travel_times.tag(),
         hex::encode(&table.finalize()[..6])
     )
+}
+
+/// The largest gap (degrees) between azimuths, the gap across north included; 360 for fewer than two.
+fn azimuth_gap(azimuths: impl Iterator<Item = f64>) -> f64 {
+    let mut azimuths: Vec<f64> = azimuths.collect();
+    if azimuths.len() < 2 {
+        return 360.0;
+    }
+    azimuths.sort_by(f64::total_cmp);
+    let wrap = azimuths[0] + 360.0 - azimuths[azimuths.len() - 1];
+    azimuths
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .fold(wrap, f64::max)
 }
 
 /// Which wave a member's pick is.
@@ -253,12 +316,19 @@ impl Prediction<'_> {
         let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
         let tp = model.p(d, h.depth_km);
         let ts = model.s(d, h.depth_km);
-        let tolerance = p_tolerance(tp);
+        let (early, late) = p_window(tp);
         let off_p = pick - (h.origin + tp);
-        if off_p.abs() <= tolerance {
+        if is_p(off_p, tp) {
             return Some((Phase::P, off_p.abs()));
         }
-        let within = off_p >= -tolerance && pick <= h.origin + ts + coda_seconds(ts) + tolerance;
+        // Its P wave's coda while the fault still breaks, then its S wave and coda. In between, a station far
+        // enough away for the two to part has nothing of this event that would make it rise.
+        let rupture = self.magnitude.map_or(0.0, rupture_seconds);
+        let off_s = pick - (h.origin + ts);
+        let (early_s, late_s) = p_window(ts);
+        let in_p_coda = off_p >= -early && off_p <= late + rupture;
+        let in_s = off_s >= -early_s && off_s <= coda_seconds(ts, self.magnitude) + late_s;
+        let within = in_p_coda || in_s;
         let level_fits = match (self.magnitude, level) {
             (Some(m), Some(level)) => !shakes_beyond(h, m, d, level),
             _ => true,
@@ -270,7 +340,7 @@ impl Prediction<'_> {
 /// Whether a station `d` km from an event's epicentre shakes at `level`, more than an event of `mw` there can
 /// explain.
 fn shakes_beyond(h: &Hypocentre, mw: f64, d: f64, level: f64) -> bool {
-    level > predicted_intensity(mw, h.depth_km, hypocentral_km(d, h.depth_km)) + LEVEL_MARGIN
+    level > predicted_intensity(mw, h.depth_km, hypocentral_km(d, h.depth_km)) + level_margin(d)
 }
 
 /// A closed event whose waves may still be passing.
@@ -298,10 +368,10 @@ pub struct Detector {
     config: DetectorConfig,
     algorithm: String,
     last_frame_ms: Option<i64>,
-    frame_index: u64,
     latest: Vec<Option<f64>>,
     next_sequence: usize,
     aftermaths: Vec<Aftermath>,
+    levels: crate::consistency::Levels,
 }
 
 impl Detector {
@@ -316,13 +386,13 @@ impl Detector {
         Detector {
             trigger: Trigger::new(&positions),
             latest: vec![None; stations.len()],
+            levels: crate::consistency::Levels::new(stations.len()),
             algorithm: algorithm_fingerprint(&stations, &config.travel_times),
             stations,
             positions,
             events: Vec::new(),
             config,
             last_frame_ms: None,
-            frame_index: 0,
             next_sequence: 1,
             aftermaths: Vec::new(),
         }
@@ -352,13 +422,12 @@ impl Detector {
             self.trigger.forget_history();
         }
         self.last_frame_ms = Some(at_ms);
-        let frame = self.frame_index;
-        self.frame_index += 1;
         self.latest = values.to_vec();
+        self.levels.step(at_ms, values);
 
         self.aftermaths.retain(|a| a.until_ms > at_ms);
-        for fired in self.trigger.step(values) {
-            let pick_ms = at_ms - (frame - fired.onset_frame) as i64 * 1000 - 500;
+        for fired in self.trigger.step(at_ms, values) {
+            let pick_ms = fired.onset_ms - 500;
             self.associate(fired.station, pick_ms, at_ms);
         }
         self.merge_events(at_ms);
@@ -692,7 +761,14 @@ impl Detector {
                     }
                 }
             }
-            if member.expires_ms <= now_ms {
+            // Its S wave has yet to come (a deep or distant event's come long after its P): it stays.
+            let s_due = event.last.as_ref().map_or(i64::MIN, |h| {
+                let p = &self.positions[member.station];
+                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                let ts = h.origin + self.config.travel_times.s(d, h.depth_km);
+                ((ts + S_STAY_S) * 1000.0) as i64
+            });
+            if member.expires_ms.max(s_due) <= now_ms {
                 member.active = false;
                 expired.push(member.station);
             }
@@ -720,28 +796,15 @@ impl Detector {
         if relocate && let Some((h, located)) = self.locate(index, now_ms) {
             let event = &mut self.events[index];
             event.located_p_picks = event.p_picks();
-            // The grid has converged when two successive locations agree.
-            let converged = event.positions.last().is_some_and(|(_, lat, lon, depth)| {
-                distance_km(*lat, *lon, h.latitude, h.longitude) <= 10.0
-                    && (depth - h.depth_km).abs() <= 20.0
-            });
-            let used = h.used.iter().filter(|u| **u).count();
-            if status == "candidate"
-                && used >= 3
-                && event.frames >= 2
-                && h.rms_seconds <= PUBLISH_RMS_S
-                // A depth at the cap of few picks is the cap talking, not the picks.
-                && (h.depth_fixed || h.depth_km < crate::locate::depth_cap(located.len()) - 0.5)
-                && (converged || (used >= 5 && h.depth_km <= SHALLOW_KM))
-            {
-                status = "preliminary";
-            }
             event
                 .positions
                 .push((now_ms, h.latitude, h.longitude, h.depth_km));
             event.last = Some(h);
             event.located = located;
             self.classify(index);
+        }
+        if status == "candidate" && self.publishable(index, now_ms) {
+            status = "preliminary";
         }
         let event = &mut self.events[index];
         if let Some(h) = &event.last {
@@ -773,6 +836,153 @@ impl Detector {
         }
         self.events[index].status = status;
         self.solution(index, now_ms, false)
+    }
+
+    /// The magnitude an event's members give at hypocentre `h` now.
+    fn magnitude_estimate(
+        &self,
+        event: &Event,
+        h: &Hypocentre,
+        now_ms: i64,
+    ) -> Option<crate::magnitude::Estimate> {
+        let now = now_ms as f64 / 1000.0;
+        let peaks: Vec<PeakAtStation> = event
+            .members
+            .iter()
+            .map(|m| {
+                let p = &self.positions[m.station];
+                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                PeakAtStation {
+                    peak_intensity: m.peak,
+                    hypocentral_km: hypocentral_km(d, h.depth_km),
+                    wave: Wave::at(
+                        now - h.origin,
+                        self.config.travel_times.p(d, h.depth_km),
+                        self.config.travel_times.s(d, h.depth_km),
+                    ),
+                }
+            })
+            .collect();
+        estimate(&peaks, h.depth_km)
+    }
+
+    /// Whether a candidate's latest solution may be published: located from at least three picks over two
+    /// frames that agree within [`PUBLISH_RMS_S`], not at the depth cap of so few picks, converged (two
+    /// successive locations agree) or shallow from five picks, and plausible to the whole neighbourhood
+    /// ([`crate::consistency`]).
+    fn publishable(&self, index: usize, now_ms: i64) -> bool {
+        let event = &self.events[index];
+        let Some(h) = &event.last else {
+            return false;
+        };
+        let used = h.used.iter().filter(|u| **u).count();
+        let used_stations: Vec<&StationPosition> = event
+            .located
+            .iter()
+            .zip(&h.used)
+            .filter(|(_, used)| **used)
+            .map(|(&i, _)| &self.positions[event.members[i].station])
+            .collect();
+        // The model errs more on long paths (a deep or distant quake's picks): the rms allowed grows with them.
+        let mean_travel = used_stations
+            .iter()
+            .map(|p| {
+                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                self.config.travel_times.p(d, h.depth_km)
+            })
+            .sum::<f64>()
+            / used_stations.len().max(1) as f64;
+        let nearest_pick = used_stations
+            .iter()
+            .map(|p| distance_km(h.latitude, h.longitude, p.latitude, p.longitude))
+            .fold(f64::INFINITY, f64::min);
+        // Seen from one side, a few picks fit a wide arc of epicentres: more are needed.
+        let gap = azimuth_gap(
+            used_stations
+                .iter()
+                .map(|p| azimuth_degrees(h.latitude, h.longitude, p.latitude, p.longitude)),
+        );
+        let needed = match gap {
+            g if g <= 180.0 => 3,
+            g if g <= 270.0 => 5,
+            _ => 7,
+        };
+        // Seen from one side and from afar, the picks fit a wide arc of epicentres: the solution must have
+        // stopped moving (a distant quake's wavefront drags it outward with every new pick).
+        let one_sided = gap > 270.0 && nearest_pick > ONE_SIDED_KM;
+        // The grid has converged when the last two locations agree (three, seen from one side).
+        let agreeing = if one_sided { 3 } else { 2 };
+        let converged = event.positions.len() >= agreeing
+            && event.positions[event.positions.len() - agreeing..]
+                .windows(2)
+                .all(|pair| {
+                    let ((_, lat0, lon0, depth0), (_, lat1, lon1, depth1)) = (pair[0], pair[1]);
+                    distance_km(lat0, lon0, lat1, lon1) <= 10.0
+                        && (depth0 - depth1).abs() <= (0.1 * depth1).max(20.0)
+                });
+        // Picks all within a second or so (no moveout) fit a source deep below them as well as a burst on a
+        // few neighbouring stations: the stations around them must have had time to show which it is.
+        let picked: Vec<i64> = event
+            .located
+            .iter()
+            .zip(&h.used)
+            .filter(|(_, used)| **used)
+            .map(|(&i, _)| event.members[i].pick_ms)
+            .collect();
+        let (first_pick, last_pick) = (
+            picked.iter().copied().min().unwrap_or(now_ms),
+            picked.iter().copied().max().unwrap_or(now_ms),
+        );
+        let waited =
+            last_pick - first_pick >= NO_MOVEOUT_MS || now_ms - last_pick >= NO_MOVEOUT_WAIT_MS;
+        let basics = waited
+            && used >= needed
+            && event.frames >= 2
+            && h.rms_seconds <= PUBLISH_RMS_S + RMS_PER_TRAVEL * mean_travel
+            // A depth at the cap of few picks is the cap talking, not the picks.
+            && (h.depth_fixed || h.depth_km < h.depth_cap - 0.5)
+            && (converged || (!one_sided && used >= 5 && h.depth_km <= SHALLOW_KM))
+            // Outside the network the picks fix no epicentre: on the search's edge, or far from every pick.
+            && !h.at_edge
+            && nearest_pick <= COVERAGE_KM.max(h.depth_km);
+        if !basics {
+            return false;
+        }
+        // Too small to tell from a burst on a few stations, and below what the service publishes. (A deep
+        // solution needs picks spread wide instead, see `depth_cap`, and its weak shaking may give no
+        // magnitude for a while.)
+        let magnitude = self.magnitude_estimate(event, h, now_ms).map(|m| m.mw);
+        if h.depth_km <= SHALLOW_KM && magnitude.is_none_or(|m| m < MIN_PUBLISHED_MW) {
+            return false;
+        }
+        let mut claimed = vec![false; self.stations.len()];
+        for other in self.events.iter().filter(|e| !e.done) {
+            let located = other.last.is_some() && other.p_picks() >= 3;
+            if std::ptr::eq(other, event) || located {
+                for m in &other.members {
+                    claimed[m.station] = true;
+                }
+            }
+        }
+        let members: Vec<(usize, f64)> = event.active().map(|m| (m.station, m.peak)).collect();
+        let candidate = crate::consistency::Candidate {
+            latitude: h.latitude,
+            longitude: h.longitude,
+            depth_km: h.depth_km,
+            origin: h.origin,
+            magnitude,
+            members: &members,
+        };
+        let around = crate::consistency::Neighbourhood {
+            stations: &self.positions,
+            levels: &self.levels,
+            claimed: &claimed,
+            model: &self.config.travel_times,
+            window: p_window,
+            margin: level_margin,
+        };
+        crate::consistency::check(&candidate, &around, now_ms as f64 / 1000.0)
+            .plausible(members.len())
     }
 
     /// Locates an event from its P picks (all its picks while it is young), the nearest to its previous
@@ -874,7 +1084,7 @@ impl Detector {
                 h.depth_km,
             );
             let off = member.pick_ms as f64 / 1000.0 - (h.origin + tp);
-            member.phase = if off.abs() <= p_tolerance(tp) {
+            member.phase = if is_p(off, tp) {
                 Phase::P
             } else {
                 Phase::Later
@@ -893,24 +1103,7 @@ impl Detector {
         }
         let h = event.last.clone()?;
         let now = now_ms as f64 / 1000.0;
-        let peaks: Vec<PeakAtStation> = event
-            .members
-            .iter()
-            .map(|m| {
-                let p = &self.positions[m.station];
-                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
-                PeakAtStation {
-                    peak_intensity: m.peak,
-                    hypocentral_km: hypocentral_km(d, h.depth_km),
-                    wave: Wave::at(
-                        now - h.origin,
-                        self.config.travel_times.p(d, h.depth_km),
-                        self.config.travel_times.s(d, h.depth_km),
-                    ),
-                }
-            })
-            .collect();
-        let fresh = estimate(&peaks, h.depth_km);
+        let fresh = self.magnitude_estimate(event, &h, now_ms);
         let event = &mut self.events[index];
         let retained = fresh.is_none() && event.magnitude.is_some();
         if let Some(m) = fresh {

@@ -4,6 +4,7 @@
 //! the host.
 
 pub mod colour;
+pub mod consistency;
 pub mod csv;
 pub mod detector;
 pub mod geo;

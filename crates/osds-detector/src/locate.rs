@@ -40,6 +40,10 @@ pub struct Hypocentre {
     pub used: Vec<bool>,
     pub rms_seconds: f64,
     pub depth_fixed: bool,
+    /// The deepest the picks allowed (see [`depth_cap`]): a solution there is the cap talking, not the picks.
+    pub depth_cap: f64,
+    /// The best point lies on the edge of the coarse search: the source is probably beyond it.
+    pub at_edge: bool,
 }
 
 /// Distances under this count as this much in the weights: otherwise a trial point on top of a station at
@@ -70,9 +74,29 @@ fn depth_rule(picks: usize) -> (&'static [f64], f64, bool) {
     }
 }
 
-/// The deepest a location from `picks` picks may be.
-pub fn depth_cap(picks: usize) -> f64 {
-    depth_rule(picks).1
+/// A solution may be at most this many times deeper than its picks are spread apart (and never shallower
+/// than [`APERTURE_FLOOR_KM`] for that reason): picks that all arrive at once on a few neighbouring stations fit
+/// a deep source as well as anything, but a real deep quake reaches stations over a wide area within seconds.
+const DEPTH_PER_APERTURE: f64 = 4.0;
+const APERTURE_FLOOR_KM: f64 = 60.0;
+
+/// The deepest a location from `picks` may be: by their number (depth fixed for 1–2, 130 km for 3–4, 150 km
+/// for 5–7, the table's 700 km from 8) and by how far apart they are.
+pub fn depth_cap(picks: &[Pick]) -> f64 {
+    let mut aperture: f64 = 0.0;
+    for (i, a) in picks.iter().enumerate() {
+        for b in &picks[i + 1..] {
+            aperture = aperture.max(distance_km(
+                a.latitude,
+                a.longitude,
+                b.latitude,
+                b.longitude,
+            ));
+        }
+    }
+    depth_rule(picks.len())
+        .1
+        .min((DEPTH_PER_APERTURE * aperture).max(APERTURE_FLOOR_KM))
 }
 
 /// Scores trial points at one epicentre for several depths: (score, depth, origin) of the best.
@@ -154,6 +178,9 @@ impl Trial<'_> {
         best
     }
 }
+
+/// The coarse pass searches this many degrees either side of its centre.
+const COARSE_HALF_WIDTH: f64 = 2.0;
 
 fn steps(center: f64, half_width: f64, step: f64) -> Vec<f64> {
     let n = (half_width / step).round() as i64;
@@ -266,7 +293,16 @@ fn locate_once(
 ) -> Option<Hypocentre> {
     let first = picks.iter().min_by(|a, b| a.at.total_cmp(&b.at))?;
     let (center_lat, center_lon) = center.unwrap_or((first.latitude, first.longitude));
-    let (coarse_depths, cap, depth_fixed) = depth_rule(picks.len());
+    let (coarse_depths, _, depth_fixed) = depth_rule(picks.len());
+    let cap = depth_cap(picks);
+    let mut coarse_depths: Vec<f64> = coarse_depths
+        .iter()
+        .copied()
+        .filter(|d| *d <= cap)
+        .collect();
+    if !depth_fixed && coarse_depths.last().is_some_and(|d| *d < cap) {
+        coarse_depths.push(cap);
+    }
     let trial = Trial {
         model,
         picks,
@@ -274,10 +310,12 @@ fn locate_once(
         now,
     };
     let (_, lat, lon, depth, _) = trial.search(
-        &steps(center_lat, 2.0, 0.4),
-        &steps(center_lon, 2.0, 0.4),
-        coarse_depths,
+        &steps(center_lat, COARSE_HALF_WIDTH, 0.4),
+        &steps(center_lon, COARSE_HALF_WIDTH, 0.4),
+        &coarse_depths,
     );
+    let at_edge = (lat - center_lat).abs() >= COARSE_HALF_WIDTH - 0.01
+        || (lon - center_lon).abs() >= COARSE_HALF_WIDTH - 0.01;
     // Refine the depth within the coarse axis's spacing there (20 km shallow, 50 km deep).
     let spacing = if depth < 110.0 { 20.0 } else { 50.0 };
     let fine_depths = if depth_fixed {
@@ -309,6 +347,8 @@ fn locate_once(
         residuals,
         rms_seconds,
         depth_fixed,
+        depth_cap: cap,
+        at_edge,
     })
 }
 

@@ -14,12 +14,16 @@
 //! Only the stations nearest the hypocentre count (the S wave's peaks decay towards the noise far away), and a
 //! peak at the top of the scale (7.0) is a lower bound, so it counts only when nothing else does.
 
+/// The depth term of the relation is not extrapolated past this depth: fitted to crustal and slab events,
+/// it would make a 600 km deep quake shake the surface a hundred times harder than a shallow one of its size.
+const DEPTH_TERM_MAX_KM: f64 = 150.0;
+
 /// Surface PGV (cm/s) predicted at hypocentral distance `r_km` from an event of `mw` at `depth_km` (crustal,
 /// d = 0, site amplification 1).
 pub fn pgv_cm_s(mw: f64, depth_km: f64, r_km: f64) -> f64 {
     let fault_length = 10f64.powf(0.5 * mw - 1.85);
     let x = (r_km - fault_length / 2.0).max(3.0);
-    let log_pgv = 0.58 * mw + 0.0038 * depth_km
+    let log_pgv = 0.58 * mw + 0.0038 * depth_km.min(DEPTH_TERM_MAX_KM)
         - (x + 0.0028 * 10f64.powf(0.5 * mw)).log10()
         - 0.002 * x
         - 1.29;

@@ -23,8 +23,13 @@ fn detect(
     let mut trigger = Trigger::new(stations);
     let mut picks: Vec<(usize, Pick)> = Vec::new();
     let mut peaks = vec![f64::NEG_INFINITY; stations.len()];
-    for frame in &frames {
-        for fired in trigger.step(frame) {
+    for (n, frame) in frames.iter().enumerate() {
+        // A station's first trigger is its P pick; a re-trigger (its S wave) is not.
+        for fired in trigger
+            .step(n as i64 * 1000, frame)
+            .into_iter()
+            .filter(|fired| !fired.again)
+        {
             let s = stations[fired.station];
             picks.push((
                 fired.station,
@@ -32,7 +37,7 @@ fn detect(
                     latitude: s.latitude,
                     longitude: s.longitude,
                     // A 1-second frame: the arrival lies within the second before it.
-                    at: fired.onset_frame as f64 - 0.5,
+                    at: fired.onset_ms as f64 / 1000.0 - 0.5,
                 },
             ));
         }

@@ -1,13 +1,17 @@
 //! Triggering on realtime intensity, per station: a net rise over the last 10 s of at least 1.1, confirmed by
 //! neighbours (up to 15 nearest within 60 km: at least min(n, max(n/3, 4)) of them rising by 0.5; a station
 //! without neighbours needs a rise of 2). A station at 3 or more whose neighbours are all at least 3 lower
-//! and that is not rising is faulty (stuck) and ignored while that holds. The pick is the frame at which the
-//! station's own rise began to qualify, not the later frame at which its neighbours confirmed it.
+//! and that is not rising is faulty (stuck) and ignored while that holds. The pick is the observation second at
+//! which the station's own rise began to qualify, not the later one at which its neighbours confirmed it.
+//!
+//! Windows are kept by observation time, not by frame count, so a lost frame shortens a window instead of
+//! shifting every pick. A triggered station re-arms once its rise has died away for a few seconds: a later rise
+//! (an aftershock's waves on a mainshock's stations) triggers it again, and the detector decides whose it is.
 
 use crate::geo::distance_km;
 use std::collections::VecDeque;
 
-const WINDOW_FRAMES: usize = 10;
+const WINDOW_MS: i64 = 10_000;
 const RISE: f64 = 1.1;
 const NEIGHBOUR_RISE: f64 = 0.5;
 const LONE_RISE: f64 = 2.0;
@@ -15,7 +19,9 @@ const MAX_NEIGHBOURS: usize = 15;
 const NEIGHBOUR_RADIUS_KM: f64 = 60.0;
 const STUCK_LEVEL: f64 = 3.0;
 const STUCK_MARGIN: f64 = 3.0;
-const REFRACTORY_FRAMES: u64 = 60;
+const REFRACTORY_MS: i64 = 60_000;
+/// A triggered station re-arms after its rise has stayed under [`NEIGHBOUR_RISE`] this long.
+const REARM_MS: i64 = 3_000;
 
 /// Where a station is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,22 +30,29 @@ pub struct StationPosition {
     pub longitude: f64,
 }
 
-/// A station that just triggered, with the frame (counted from 0) its qualifying rise began.
+/// A station that just triggered, with the observation time (Unix ms) its qualifying rise began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Triggered {
     pub station: usize,
-    pub onset_frame: u64,
+    pub onset_ms: i64,
+    /// It had triggered before and re-armed: a new rise on a station that is shaking or has shaken.
+    pub again: bool,
 }
 
 pub struct Trigger {
     neighbours: Vec<Vec<usize>>,
-    history: Vec<VecDeque<f64>>,
-    onset: Vec<Option<u64>>,
+    /// Per station: (observation ms, value) within the window, oldest first.
+    history: Vec<VecDeque<(i64, f64)>>,
+    onset: Vec<Option<i64>>,
     triggered: Vec<bool>,
+    /// Triggered once since its last reset: a new trigger is a re-trigger.
+    fired_before: Vec<bool>,
+    /// Since when a triggered station's rise has stayed low (it re-arms after [`REARM_MS`]).
+    calm_since: Vec<Option<i64>>,
     faulty: Vec<bool>,
-    /// A station released by an event may not trigger again before this frame (its coda is not a new quake).
-    refractory_until: Vec<u64>,
-    frame: u64,
+    /// A station reset after an event may not trigger again before this time (its coda is not a new quake).
+    refractory_until: Vec<i64>,
+    now_ms: i64,
 }
 
 impl Trigger {
@@ -67,24 +80,32 @@ impl Trigger {
                     .collect()
             })
             .collect();
+        let n = stations.len();
         Trigger {
             neighbours,
-            history: vec![VecDeque::with_capacity(WINDOW_FRAMES + 1); stations.len()],
-            onset: vec![None; stations.len()],
-            triggered: vec![false; stations.len()],
-            faulty: vec![false; stations.len()],
-            refractory_until: vec![0; stations.len()],
-            frame: 0,
+            history: vec![VecDeque::new(); n],
+            onset: vec![None; n],
+            triggered: vec![false; n],
+            fired_before: vec![false; n],
+            calm_since: vec![None; n],
+            faulty: vec![false; n],
+            refractory_until: vec![i64::MIN; n],
+            now_ms: i64::MIN,
         }
     }
 
     /// Net rise over the window: the latest value minus the lowest (missing values are skipped).
-    fn rise(&self, i: usize) -> f64 {
+    pub fn rise(&self, i: usize) -> f64 {
         let h = &self.history[i];
-        match (h.back(), h.iter().copied().reduce(f64::min)) {
-            (Some(last), Some(low)) => last - low,
+        match (h.back(), h.iter().map(|(_, v)| *v).reduce(f64::min)) {
+            (Some((_, last)), Some(low)) => last - low,
             _ => 0.0,
         }
+    }
+
+    /// The lowest value in the window: the station's level before whatever it is showing now.
+    pub fn floor(&self, i: usize) -> Option<f64> {
+        self.history[i].iter().map(|(_, v)| *v).reduce(f64::min)
     }
 
     pub fn is_faulty(&self, station: usize) -> bool {
@@ -103,8 +124,10 @@ impl Trigger {
     /// Lets a station trigger again (its association expired), after a refractory minute.
     pub fn reset(&mut self, station: usize) {
         self.triggered[station] = false;
+        self.fired_before[station] = false;
         self.onset[station] = None;
-        self.refractory_until[station] = self.frame + REFRACTORY_FRAMES;
+        self.calm_since[station] = None;
+        self.refractory_until[station] = self.now_ms + REFRACTORY_MS;
     }
 
     /// Lets a station trigger again at once, without the refractory minute: the event it belonged to cannot
@@ -113,7 +136,8 @@ impl Trigger {
     pub fn release(&mut self, station: usize) {
         self.triggered[station] = false;
         self.onset[station] = None;
-        self.refractory_until[station] = 0;
+        self.calm_since[station] = None;
+        self.refractory_until[station] = i64::MIN;
     }
 
     /// Frames stopped for a while: values from before the gap say nothing about a rise now (a station reached
@@ -125,21 +149,25 @@ impl Trigger {
         }
     }
 
-    /// Takes one frame (a value or no data per station) and returns the stations that trigger on it.
-    pub fn step(&mut self, values: &[Option<f64>]) -> Vec<Triggered> {
-        let frame = self.frame;
-        self.frame += 1;
+    /// Takes the frame observed at `at_ms` (a value or no data per station) and returns the stations that
+    /// trigger on it.
+    pub fn step(&mut self, at_ms: i64, values: &[Option<f64>]) -> Vec<Triggered> {
+        self.now_ms = at_ms;
         for (i, value) in values.iter().enumerate() {
+            let h = &mut self.history[i];
+            while h.front().is_some_and(|(t, _)| *t < at_ms - WINDOW_MS) {
+                h.pop_front();
+            }
             if let Some(v) = value {
-                let h = &mut self.history[i];
-                h.push_back(*v);
-                if h.len() > WINDOW_FRAMES + 1 {
-                    h.pop_front();
-                }
+                h.push_back((at_ms, *v));
             }
         }
         let rises: Vec<f64> = (0..values.len()).map(|i| self.rise(i)).collect();
-        let latest: Vec<Option<f64>> = self.history.iter().map(|h| h.back().copied()).collect();
+        let latest: Vec<Option<f64>> = self
+            .history
+            .iter()
+            .map(|h| h.back().filter(|(t, _)| *t == at_ms).map(|(_, v)| *v))
+            .collect();
         let mut fired = Vec::new();
         for i in 0..values.len() {
             let neighbours = &self.neighbours[i];
@@ -155,12 +183,27 @@ impl Trigger {
                 }
                 _ => false,
             };
+            if self.triggered[i] {
+                // Re-arms once the rise that triggered it has died away for a while.
+                if rises[i] < NEIGHBOUR_RISE {
+                    let since = *self.calm_since[i].get_or_insert(at_ms);
+                    if at_ms - since >= REARM_MS {
+                        self.triggered[i] = false;
+                        self.calm_since[i] = None;
+                    }
+                } else {
+                    self.calm_since[i] = None;
+                }
+                if self.triggered[i] {
+                    continue;
+                }
+            }
             if rises[i] < RISE {
                 self.onset[i] = None;
                 continue;
             }
-            let onset = *self.onset[i].get_or_insert(frame);
-            if self.triggered[i] || self.faulty[i] || frame < self.refractory_until[i] {
+            let onset = *self.onset[i].get_or_insert(at_ms);
+            if self.faulty[i] || at_ms < self.refractory_until[i] {
                 continue;
             }
             let confirmed = if neighbours.is_empty() {
@@ -178,10 +221,57 @@ impl Trigger {
                 self.triggered[i] = true;
                 fired.push(Triggered {
                     station: i,
-                    onset_frame: onset,
+                    onset_ms: onset,
+                    again: std::mem::replace(&mut self.fired_before[i], true),
                 });
             }
         }
         fired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Five stations 5 km apart, each the others' neighbour.
+    fn cluster() -> Vec<StationPosition> {
+        (0..5)
+            .map(|i| StationPosition {
+                latitude: 35.0 + 0.045 * f64::from(i),
+                longitude: 135.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pick_is_the_observation_second_its_rise_began_even_across_a_lost_frame() {
+        let mut trigger = Trigger::new(&cluster());
+        for t in 0..5 {
+            assert!(trigger.step(t * 1000, &[Some(-2.0); 5]).is_empty());
+        }
+        // Frame 5 never came; at 6 s every station stands 2 above its floor.
+        let fired = trigger.step(6_000, &[Some(0.0); 5]);
+        assert_eq!(fired.len(), 5);
+        assert!(fired.iter().all(|f| f.onset_ms == 6_000 && !f.again));
+    }
+
+    #[test]
+    fn a_station_re_arms_once_calm_and_triggers_again_on_a_new_rise() {
+        let mut trigger = Trigger::new(&cluster());
+        let mut t = 0;
+        let mut step = |level: f64, trigger: &mut Trigger| {
+            t += 1000;
+            trigger.step(t, &[Some(level); 5])
+        };
+        step(-2.0, &mut trigger);
+        assert_eq!(step(0.0, &mut trigger).len(), 5, "the first rise");
+        // Still shaking, then settling: no new trigger while the rise lasts.
+        for _ in 0..14 {
+            assert!(step(0.0, &mut trigger).is_empty());
+        }
+        let again = step(2.0, &mut trigger);
+        assert_eq!(again.len(), 5, "a new rise after a calm spell");
+        assert!(again.iter().all(|f| f.again));
     }
 }

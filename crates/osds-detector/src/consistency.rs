@@ -1,0 +1,221 @@
+//! Before a cluster is published, its solution must explain the whole neighbourhood, not only the stations it
+//! was located from: every station its waves should have reached by now, at the level its own stations imply,
+//! must show them, and no station nearby may be shaking in a way it cannot explain (sooner than its waves
+//! could get there, or far more strongly). This is the arrival/non-arrival idea (Horiuchi et al.) with
+//! amplitudes (Liu & Yamada 2014; Tamaribuchi et al. 2014's IPF), applied as a test rather than a score:
+//!
+//! - a burst on a few neighbouring stations, fitted as a small or deep quake, is contradicted by the stations
+//!   around it that such a quake would also shake and that stay quiet;
+//! - a distant great earthquake's wavefront, fitted as a local quake where it first reaches the network, is
+//!   contradicted by the stations beyond: they start shaking sooner than a local quake's waves could reach
+//!   them, and as strongly as the near ones, where a local quake's shaking would have died away.
+//!
+//! Levels are compared relative to the cluster's own stations (the magnitude's absolute error cancels), with
+//! margins for the attenuation relation's error and the spread of the P/S contrast between stations.
+
+use crate::geo::distance_km;
+use crate::magnitude::predicted_intensity;
+use crate::traveltime::{Model, hypocentral_km};
+use crate::trigger::StationPosition;
+
+/// A station has risen when it stands this far above its quiet level.
+pub const RISEN: f64 = 0.7;
+/// Stations farther than this from a solution say nothing about it here.
+const NEIGHBOURHOOD_KM: f64 = 300.0;
+/// How far below the S level the P window's level is taken to run (stations vary by about ±0.8).
+const P_CONTRAST: f64 = 1.8;
+/// A station is expected to show a quake when the level predicted there, less this margin, stands at least
+/// [`VISIBLE`] above its quiet level.
+const MARGIN: f64 = 0.8;
+const VISIBLE: f64 = 1.0;
+/// Showing nothing: under this above its quiet level.
+const SILENT: f64 = 0.4;
+/// Seconds after its predicted arrival (and the arrival's tolerance) a station has had to show the quake.
+const SHOW_S: f64 = 2.0;
+/// Magnitude the level differences are read at when the cluster has none yet.
+const REFERENCE_MW: f64 = 5.0;
+
+/// Every station's quiet level and when it last began to stand [`RISEN`] above it.
+#[derive(Debug, Clone, Default)]
+pub struct Levels {
+    baseline: Vec<Option<f64>>,
+    rising_since: Vec<Option<i64>>,
+    latest: Vec<Option<f64>>,
+}
+
+impl Levels {
+    pub fn new(stations: usize) -> Levels {
+        Levels {
+            baseline: vec![None; stations],
+            rising_since: vec![None; stations],
+            latest: vec![None; stations],
+        }
+    }
+
+    /// Takes a frame. The quiet level follows the station slowly while it is not shaking (and very slowly
+    /// when it is, so a station that settles at a new level is not shaking for ever).
+    pub fn step(&mut self, at_ms: i64, values: &[Option<f64>]) {
+        for (i, value) in values.iter().enumerate() {
+            self.latest[i] = *value;
+            let Some(v) = *value else { continue };
+            let base = *self.baseline[i].get_or_insert(v);
+            let above = v - base;
+            let rate = if above < RISEN { 0.05 } else { 0.002 };
+            self.baseline[i] = Some(base + rate * above);
+            if above >= RISEN {
+                self.rising_since[i].get_or_insert(at_ms);
+            } else if above < RISEN / 2.0 {
+                self.rising_since[i] = None;
+            }
+        }
+    }
+
+    /// How far above its quiet level a station stands now.
+    pub fn above(&self, i: usize) -> Option<f64> {
+        Some(self.latest[i]? - self.baseline[i]?)
+    }
+
+    pub fn baseline(&self, i: usize) -> Option<f64> {
+        self.baseline[i]
+    }
+
+    pub fn rising_since(&self, i: usize) -> Option<i64> {
+        self.rising_since[i]
+    }
+}
+
+/// A cluster's solution and its stations, as the test reads them.
+pub struct Candidate<'a> {
+    pub latitude: f64,
+    pub longitude: f64,
+    pub depth_km: f64,
+    /// Origin, seconds on the detector's clock.
+    pub origin: f64,
+    pub magnitude: Option<f64>,
+    /// (station, peak so far) of its members.
+    pub members: &'a [(usize, f64)],
+}
+
+/// What the neighbourhood says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Stations that should show the quake by now (its own stations among them).
+    pub expected: usize,
+    /// Of those, the ones that show nothing.
+    pub silent: usize,
+    /// Of those, the ones that are not the candidate's own: how far the test reached beyond them.
+    pub tested: usize,
+    /// Stations shaking sooner or more strongly than the solution explains.
+    pub unexplained: usize,
+}
+
+impl Verdict {
+    /// Whether the solution may be published.
+    pub fn plausible(&self, members: usize) -> bool {
+        self.silent <= (self.expected / 3).max(1)
+            && self.silent <= (self.tested / 4).max(2)
+            && self.unexplained <= (members / 3).max(2)
+    }
+}
+
+/// What a candidate is tested against: the network, its levels, the stations other events explain, and the
+/// detector's tolerances.
+pub struct Neighbourhood<'a> {
+    pub stations: &'a [StationPosition],
+    pub levels: &'a Levels,
+    /// Stations another located event explains (and the candidate's own): they say nothing here.
+    pub claimed: &'a [bool],
+    pub model: &'a Model,
+    /// How early and how late a P arrival `travel` s after the origin may be picked.
+    pub window: fn(f64) -> (f64, f64),
+    /// How much more than predicted a station `d` km away may shake and still be explained.
+    pub margin: fn(f64) -> f64,
+}
+
+/// Tests `candidate` against every unclaimed station within [`NEIGHBOURHOOD_KM`] at time `now` (seconds).
+pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict {
+    let Neighbourhood {
+        stations,
+        levels,
+        claimed,
+        model,
+        window,
+        margin: margin_at,
+    } = *around;
+    let mw = candidate.magnitude.unwrap_or(REFERENCE_MW);
+    let depth = candidate.depth_km;
+    let at = |i: usize| {
+        let p = &stations[i];
+        let d = distance_km(
+            candidate.latitude,
+            candidate.longitude,
+            p.latitude,
+            p.longitude,
+        );
+        (
+            d,
+            candidate.origin + model.p(d, depth),
+            candidate.origin + model.s(d, depth),
+            predicted_intensity(mw, depth, hypocentral_km(d, depth)),
+        )
+    };
+    // The level the candidate's own stations stand at, relative to the prediction (S-equivalent).
+    let mut offsets: Vec<f64> = candidate
+        .members
+        .iter()
+        .filter_map(|&(i, peak)| {
+            let (_, _, ts, predicted) = at(i);
+            let rise = peak - levels.baseline(i)?;
+            let contrast = if now < ts + 3.0 { P_CONTRAST } else { 0.0 };
+            Some(rise + contrast - predicted)
+        })
+        .collect();
+    if offsets.is_empty() {
+        return Verdict::default();
+    }
+    offsets.sort_by(f64::total_cmp);
+    let offset = offsets[offsets.len() / 2];
+    // The candidate's own stations have shown it: each counts as an expected station that is not silent.
+    let mut verdict = Verdict {
+        expected: candidate.members.len(),
+        ..Verdict::default()
+    };
+    for (i, station) in stations.iter().enumerate() {
+        if claimed[i] {
+            continue;
+        }
+        let Some(above) = levels.above(i) else {
+            continue;
+        };
+        let rough = distance_km(
+            candidate.latitude,
+            candidate.longitude,
+            station.latitude,
+            station.longitude,
+        );
+        if rough > NEIGHBOURHOOD_KM {
+            continue;
+        }
+        let (d, tp, ts, predicted) = at(i);
+        let (early, late) = window(tp - candidate.origin);
+        let contrast = if now < ts + 3.0 { P_CONTRAST } else { 0.0 };
+        let expected = offset + predicted - contrast;
+        if now >= tp + late + SHOW_S && expected - MARGIN >= VISIBLE {
+            verdict.expected += 1;
+            verdict.tested += 1;
+            if above < SILENT {
+                verdict.silent += 1;
+            }
+        }
+        if above >= VISIBLE {
+            let too_soon = levels
+                .rising_since(i)
+                .is_some_and(|since| (since as f64) / 1000.0 < tp - early - 1.0);
+            let too_strong = above > expected.max(0.0) + margin_at(d);
+            if too_soon || too_strong {
+                verdict.unexplained += 1;
+            }
+        }
+    }
+    verdict
+}
