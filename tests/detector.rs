@@ -497,3 +497,82 @@ async fn a_travel_time_table_is_named_in_the_algorithm_fingerprint() {
         "{stderr}"
     );
 }
+
+/// The monitor as it really behaves: images published 1–2 s late, some never, some first as the previous
+/// second's image, and a 6 s outage while the quake is under way. `osds serve` follows the monitor's own clock,
+/// asks again every second for what is late, missing or repeated whatever happened before, recovers from the
+/// outage by itself, and the event goes on: located, not interrupted until the frames end. Every report says
+/// when it was published (`reportedAt`), after the frame it was computed from (`hypEstimate.calculatedAt`).
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_follows_a_late_lossy_monitor_through_an_outage() {
+    let dir = tempdir("hyp-late-feed");
+    let images = image_server(
+        "kumamoto",
+        &[
+            "--seconds",
+            "70",
+            "--lead-secs",
+            "20",
+            "--network",
+            "shipped",
+            "--publish-delay-secs",
+            "1",
+            "--publish-spread-secs",
+            "1",
+            "--lose",
+            "0.03",
+            "--repeat",
+            "0.05",
+            "--outage",
+            "24..30",
+        ],
+    );
+    let started = std::time::Instant::now();
+    let server = start_server_in(
+        dir,
+        "ws://127.0.0.1:9",
+        &[
+            "--no-ingest",
+            "--hyp-source",
+            "kmoni",
+            "--kmoni-url",
+            &images.base,
+            "--kmoni-layers",
+            "jma_s",
+        ],
+    );
+    let event = support::eventually(180, "a tracked event", || async {
+        let event = first_event(&server).await?;
+        event["reports"]
+            .as_array()?
+            .iter()
+            .any(|r| r["event"]["status"] == "tracking")
+            .then_some(event)
+    })
+    .await;
+    let (lat, lon, _) = position(&first_tracking(&event));
+    assert!(distance_km(lat, lon, 32.742, 130.808) <= 20.0, "{event}");
+    // Let the scenario's frames (20 s lead + 70 s) run out, and the detector notice.
+    let all_served = std::time::Duration::from_secs(20 + 70 + 15);
+    tokio::time::sleep(all_served.saturating_sub(started.elapsed())).await;
+    let status = get_json(&server.url("/hyp/status")).await;
+    let source = &status["detector"]["sources"][0];
+    assert_eq!(source["clock"], "server", "{status}");
+    assert!(source["lateImages"].as_u64().unwrap() > 0, "{status}");
+    let id = event["id"].as_str().unwrap().to_string();
+    let event = get_json(&server.url(&format!("/hyp/events/{}", id_path(&id)))).await;
+    let reports = event["reports"].as_array().unwrap();
+    // The quake starts at frame 5 and is first reported within frames 10–20; the outage is frames 24–29, the
+    // frames end at 70. An interruption may only come once they have run out, never from the outage.
+    let first_report = reports[0]["event"]["hypEstimate"]["calculatedAt"]
+        .as_i64()
+        .unwrap();
+    for report in reports {
+        let frame = report["event"]["hypEstimate"]["calculatedAt"].as_i64().unwrap();
+        let published = report["reportedAt"].as_i64().unwrap();
+        assert!(published >= frame + 1000, "published before its frame was: {report}");
+        if report["event"]["status"] == "interrupted" {
+            assert!(frame >= first_report + 30_000, "cut by the outage: {report}");
+        }
+    }
+}

@@ -129,6 +129,37 @@ impl fmt::Display for Layer {
     }
 }
 
+/// Where the monitor says which second its latest image is of, relative to its base URL: `{"latest_time":
+/// "2024/01/01 16:10:22", "request_time": "2024/01/01 16:10:23", ...}`, times in JST.
+pub const LATEST_PATH: &str = "webservice/server/pros/latest.json";
+
+/// The observation second (Unix ms) of the monitor's latest image, from its `latest.json`; `None` when the
+/// answer has none.
+pub fn parse_latest(json: &[u8]) -> Option<i64> {
+    let value: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let text = value.get("latest_time")?.as_str()?;
+    let jst = chrono::NaiveDateTime::parse_from_str(text.trim(), "%Y/%m/%d %H:%M:%S").ok()?;
+    Some(jst.and_utc().timestamp_millis() - JST_OFFSET_MS)
+}
+
+/// A `latest.json` answer as the monitor gives it, for a latest image of `latest_ms` asked for at `now_ms`.
+pub fn latest_json(latest_ms: i64, now_ms: i64) -> String {
+    let jst = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms + JST_OFFSET_MS)
+            .unwrap_or_default()
+            .naive_utc()
+            .format("%Y/%m/%d %H:%M:%S")
+            .to_string()
+    };
+    serde_json::json!({
+        "security": { "realm": "/webservice/server/pros/latest/", "hash": "0" },
+        "latest_time": jst(latest_ms),
+        "request_time": jst(now_ms),
+        "result": { "status": "success", "message": "" },
+    })
+    .to_string()
+}
+
 /// Why an image could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -363,6 +394,16 @@ mod tests {
         let pga = image.sample(layer, &[(5, 5)])[0].unwrap();
         // One 0.1 intensity step is 10^0.05 ≈ 12 % in acceleration.
         assert!((pga / 250.0 - 1.0).abs() < 0.13, "{pga}");
+    }
+
+    #[test]
+    fn the_latest_image_time_reads_back_in_jst() {
+        let at = 1_704_093_022_000; // 2024-01-01 16:10:22 JST
+        let json = latest_json(at, at + 1_000);
+        assert!(json.contains("\"latest_time\":\"2024/01/01 16:10:22\""), "{json}");
+        assert_eq!(parse_latest(json.as_bytes()), Some(at));
+        assert_eq!(parse_latest(b"{\"latest_time\":\"soon\"}"), None);
+        assert_eq!(parse_latest(b"<html>"), None);
     }
 
     #[test]

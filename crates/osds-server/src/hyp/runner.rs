@@ -208,7 +208,13 @@ impl Runner {
             return;
         };
         self.last_frame_at = Some(frame.at_ms);
-        for detection in self.detector.step(frame.at_ms, &intensities) {
+        let source = json!({
+            "layer": SURFACE_INTENSITY.to_string(),
+            "at": frame.at_ms,
+            "receivedAt": frame.received_at,
+        });
+        for mut detection in self.detector.step(frame.at_ms, &intensities) {
+            detection.solution.source_frames = Some(vec![source.clone()]);
             self.report(&detection).await;
         }
     }
@@ -307,9 +313,14 @@ impl Runner {
         metrics
     }
 
+    /// Archives a detection as published now: `reportedAt` is when it was published, its frame's observation
+    /// time stays in `hypEstimate.calculatedAt` (and `sourceFrames`, with when the frame arrived).
     async fn report(&mut self, detection: &Detection) {
         let metrics = self.metrics(detection);
-        self.archive(&detection.solution, metrics).await;
+        let mut solution = detection.solution.clone();
+        solution.reported_at = now_ms();
+        solution.recorded_at = solution.reported_at;
+        self.archive(&solution, metrics).await;
     }
 
     /// Shapes a solution through the component and appends it with its stations' peaks.

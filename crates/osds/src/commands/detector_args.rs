@@ -80,11 +80,13 @@ pub struct DetectorArgs {
     pub hyp_source: HypSource,
     #[command(flatten)]
     pub images: ImageArgs,
-    /// Seconds after an observation second before its images are asked for.
-    #[arg(long, env = "OSDS_KMONI_DELAY_SECS", default_value_t = 1.0)]
+    /// Seconds behind this machine's clock an observation second's images are asked for while the monitor
+    /// does not tell the time of its latest image (it is followed when it does).
+    #[arg(long, env = "OSDS_KMONI_DELAY_SECS", default_value_t = 1.5)]
     pub kmoni_delay_secs: f64,
-    /// Further seconds a late image is waited for (asked again twice a second) before the second is a gap.
-    #[arg(long, env = "OSDS_KMONI_PATIENCE_SECS", default_value_t = 2.0)]
+    /// Further seconds a late, missing or repeated image is asked for again (once a second) before the second
+    /// is a gap.
+    #[arg(long, env = "OSDS_KMONI_PATIENCE_SECS", default_value_t = 5.0)]
     pub kmoni_patience_secs: f64,
     /// Hours of fetched images the recorder keeps; 0: record nothing.
     #[arg(long, env = "OSDS_HYP_RECORD_HOURS", default_value_t = 6.0)]
@@ -123,7 +125,7 @@ impl DetectorArgs {
                 .with_context(|| format!("--{name} must be a number of seconds ≥ 0"))
         };
         Ok(Schedule::Live {
-            delay: seconds("kmoni-delay-secs", self.kmoni_delay_secs)?,
+            fallback_delay: seconds("kmoni-delay-secs", self.kmoni_delay_secs)?,
             patience: seconds("kmoni-patience-secs", self.kmoni_patience_secs)?,
         })
     }

@@ -85,6 +85,48 @@ pub struct SimulateArgs {
     /// With --serve-images: seconds from start until the scenario's first observation second.
     #[arg(long, default_value_t = 10)]
     pub lead_secs: u64,
+    #[command(flatten)]
+    pub publication: Publication,
+}
+
+/// How the served images are published (with --serve-images), the way the real monitor does: late by a second
+/// or two with spread, some never, some first as the previous second's image, none during an outage; and the
+/// time of its latest image at `webservice/server/pros/latest.json`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Publication {
+    /// Seconds after its observation second an image is published.
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    pub publish_delay_secs: f64,
+    /// Up to this many seconds more, drawn per second from the seed.
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    pub publish_spread_secs: f64,
+    /// Share of seconds whose images are never published.
+    #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
+    pub lose: f64,
+    /// Share of seconds whose address serves the previous second's image for their first 3 s.
+    #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
+    pub repeat: f64,
+    /// Frames FROM..TO (seconds from the first) are published only when the outage ends.
+    #[arg(long, value_name = "FROM..TO", value_parser = parse_frames)]
+    pub outage: Option<std::ops::Range<u64>>,
+    /// Do not serve the latest image's time (a follower falls back to its own clock).
+    #[arg(long)]
+    pub no_clock: bool,
+}
+
+fn parse_frames(text: &str) -> Result<std::ops::Range<u64>, String> {
+    let (from, to) = text
+        .split_once("..")
+        .ok_or_else(|| format!("`{text}`: expected FROM..TO, e.g. 24..30"))?;
+    let number = |n: &str| {
+        n.parse::<u64>()
+            .map_err(|_| format!("`{n}` is not a frame number"))
+    };
+    let (from, to) = (number(from)?, number(to)?);
+    if from >= to {
+        return Err(format!("`{text}`: FROM must come before TO"));
+    }
+    Ok(from..to)
 }
 
 fn parse_late(text: &str) -> Result<(Layer, u64), String> {
@@ -237,10 +279,20 @@ fn pga_of_intensity(intensity: f64) -> f64 {
     10f64.powf((intensity + 0.5) / 2.0)
 }
 
-/// One served image: when it may be served (Unix ms), and the GIF.
+/// One served image: when it may be served (Unix ms), and the GIF; before `available_at`, from `stale_from`,
+/// its address serves `stale` (the previous second's image) instead.
 struct Served {
     available_at: i64,
     gif: Vec<u8>,
+    stale: Option<(i64, Vec<u8>)>,
+}
+
+/// What the image server serves: the images by path, and when each trigger-layer second is published.
+struct Images {
+    by_path: HashMap<String, Served>,
+    /// (published at, observation second), for `latest.json`.
+    published: Vec<(i64, i64)>,
+    clock: bool,
 }
 
 /// One rendered image: frame number, layer, GIF.
@@ -287,49 +339,108 @@ fn render_images(setup: &Setup, network: &Network, args: &SimulateArgs) -> Vec<R
     images
 }
 
-/// The rendered images as observed from `start_ms`, keyed by their path; each is served one second after its
-/// observation second (plus the layer's lateness).
+/// The rendered images as observed from `start_ms`, keyed by their path, each published as `publication`
+/// says (a second after its observation second by default, plus the layer's lateness).
 fn schedule_images(
     rendered: Vec<Rendered>,
     start_ms: i64,
     late: &[(Layer, u64)],
-) -> HashMap<String, Served> {
-    rendered
+    publication: &Publication,
+    seed: u64,
+) -> Images {
+    let mut rng = osds_detector::rng::Rng::new(seed ^ 0x5EED);
+    // Per frame: published after this many ms, or never; and whether it repeats the previous second first.
+    let frames = rendered.iter().map(|(n, ..)| *n).max().map_or(0, |n| n + 1);
+    let fate: Vec<(Option<i64>, bool)> = (0..frames)
+        .map(|n| {
+            let delay = publication.publish_delay_secs
+                + publication.publish_spread_secs * rng.uniform();
+            let lost = rng.uniform() < publication.lose;
+            let repeated = rng.uniform() < publication.repeat;
+            let at = start_ms + n * 1000;
+            let published = match &publication.outage {
+                Some(outage) if outage.contains(&(n as u64)) => {
+                    start_ms + outage.end as i64 * 1000 + 500
+                }
+                _ => at + (delay * 1000.0) as i64,
+            };
+            ((!lost).then_some(published), repeated)
+        })
+        .collect();
+    let previous: HashMap<(i64, Layer), Vec<u8>> = rendered
+        .iter()
+        .map(|(n, layer, gif)| ((*n + 1, *layer), gif.clone()))
+        .collect();
+    let mut published = Vec::new();
+    let by_path = rendered
         .into_iter()
-        .map(|(n, layer, gif)| {
+        .filter_map(|(n, layer, gif)| {
+            let (when, repeated) = fate[n as usize];
             let at = start_ms + n * 1000;
             let late = late
                 .iter()
                 .find(|(l, _)| *l == layer)
                 .map_or(0, |(_, s)| *s as i64 * 1000);
-            (
+            let stale = previous
+                .get(&(n, layer))
+                .filter(|_| repeated)
+                .cloned();
+            let first = when? + late;
+            let available_at = if stale.is_some() { first + 3000 } else { first };
+            if layer == SURFACE_INTENSITY {
+                published.push((available_at, at));
+            }
+            Some((
                 format!("/{}", layer.image_path(at)),
                 Served {
-                    available_at: at + 1000 + late,
+                    available_at,
                     gif,
+                    stale: stale.map(|gif| (first, gif)),
                 },
-            )
+            ))
         })
-        .collect()
+        .collect();
+    published.sort_unstable();
+    Images {
+        by_path,
+        published,
+        clock: !publication.no_clock,
+    }
 }
 
-async fn serve_image(
-    State(images): State<Arc<HashMap<String, Served>>>,
-    request: Request,
-) -> Response {
-    match images.get(request.uri().path()) {
-        Some(served) if now_ms() >= served.available_at => {
+async fn serve_image(State(images): State<Arc<Images>>, request: Request) -> Response {
+    let path = request.uri().path();
+    let now = now_ms();
+    if images.clock && path == format!("/{}", kmoni::LATEST_PATH) {
+        let latest = images
+            .published
+            .iter()
+            .take_while(|(published, _)| *published <= now)
+            .map(|(_, at)| *at)
+            .max();
+        return match latest {
+            Some(latest) => (
+                [(header::CONTENT_TYPE, "application/json")],
+                kmoni::latest_json(latest, now),
+            )
+                .into_response(),
+            None => StatusCode::NOT_FOUND.into_response(),
+        };
+    }
+    match images.by_path.get(path) {
+        Some(served) if now >= served.available_at => {
             ([(header::CONTENT_TYPE, "image/gif")], served.gif.clone()).into_response()
         }
+        Some(Served {
+            stale: Some((from, gif)),
+            ..
+        }) if now >= *from => ([(header::CONTENT_TYPE, "image/gif")], gif.clone()).into_response(),
         _ => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
 /// Serves the images on `address`; returns the base URL.
-async fn image_server(
-    address: SocketAddr,
-    images: HashMap<String, Served>,
-) -> anyhow::Result<String> {
+async fn image_server(address: SocketAddr, images: Images) -> anyhow::Result<String> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("listen on {address}"))?;
@@ -362,7 +473,13 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     if let Some(address) = args.serve_images {
         // Real time: frame 0 is observed --lead-secs from now, so a follower can start first.
         let start_ms = (now_ms() / 1000 + 1) * 1000 + args.lead_secs as i64 * 1000;
-        let images = schedule_images(rendered, start_ms, &args.late);
+        let images = schedule_images(
+            rendered,
+            start_ms,
+            &args.late,
+            &args.publication,
+            args.seed,
+        );
         let base = image_server(address, images).await?;
         println!("osds: simulate {:?}: images at {base}", args.scenario);
         eprintln!(
@@ -378,7 +495,20 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let images = schedule_images(rendered, setup.start_ms, &[]);
+    let images = schedule_images(
+        rendered,
+        setup.start_ms,
+        &[],
+        &Publication {
+            publish_delay_secs: 1.0,
+            publish_spread_secs: 0.0,
+            lose: 0.0,
+            repeat: 0.0,
+            outage: None,
+            no_clock: true,
+        },
+        args.seed,
+    );
     let base = image_server("127.0.0.1:0".parse()?, images).await?;
     let wasm = Runtime::new(Limits::default())?;
     let shaper = Arc::new(arc_swap::ArcSwap::from_pointee(ShaperComponent::embedded(
