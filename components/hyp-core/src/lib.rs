@@ -59,6 +59,13 @@ pub struct Hypocentre {
     pub depth_fixed: bool,
     pub quiet_station_count: u32,
     pub s_like_station_count: u32,
+    /// How far (km) the epicentre may move before the misfit grows appreciably: the misfit surface's
+    /// half-width in its least constrained direction. `None` from a detector that does not give it.
+    #[serde(default)]
+    pub horizontal_uncertainty_km: Option<f64>,
+    /// The same in depth; `None` when the depth is fixed.
+    #[serde(default)]
+    pub depth_uncertainty_km: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,6 +134,9 @@ pub struct Quality {
     pub rms_seconds: Option<f64>,
     pub azimuth_gap_degrees: Option<f64>,
     pub station_count: u32,
+    /// The solution's own uncertainty in km, from its misfit surface (see [`Hypocentre`]).
+    pub horizontal_uncertainty_km: Option<f64>,
+    pub depth_uncertainty_km: Option<f64>,
 }
 
 /// Why a solution could not be shaped.
@@ -250,6 +260,8 @@ pub fn quality(solution: &Solution) -> Quality {
         rms_seconds,
         azimuth_gap_degrees,
         station_count,
+        horizontal_uncertainty_km: solution.hypocentre.horizontal_uncertainty_km,
+        depth_uncertainty_km: solution.hypocentre.depth_uncertainty_km,
     }
 }
 
@@ -290,6 +302,16 @@ pub fn validate(solution: &Solution) -> Result<(), ShapeError> {
             "hypocentre.depthKm {} is not a depth of at least 0 km",
             h.depth_km
         )));
+    }
+    let uncertainties = [h.horizontal_uncertainty_km, h.depth_uncertainty_km];
+    if uncertainties
+        .iter()
+        .flatten()
+        .any(|u| !(u.is_finite() && *u >= 0.0))
+    {
+        return Err(ShapeError::new(
+            "hypocentre uncertainties must be finite numbers of at least 0 km",
+        ));
     }
     for (i, s) in solution.stations.iter().enumerate() {
         let finite = s.latitude.is_finite()
@@ -411,6 +433,14 @@ pub fn shape(solution: &Solution) -> Result<Value, ShapeError> {
         optional(quality.azimuth_gap_degrees),
     );
     quality_object.insert("stationCount".into(), quality.station_count.into());
+    quality_object.insert(
+        "horizontalUncertaintyKm".into(),
+        optional(quality.horizontal_uncertainty_km),
+    );
+    quality_object.insert(
+        "depthUncertaintyKm".into(),
+        optional(quality.depth_uncertainty_km),
+    );
 
     let mut report = Map::new();
     report.insert("reportNumber".into(), solution.report_number.into());

@@ -212,8 +212,21 @@ fn quality_of_the_fixture() {
     assert_eq!(q.grade, Grade::C);
     assert_eq!(
         serde_json::to_value(&q).unwrap(),
-        json!({"grade": "C", "rmsSeconds": 0.5, "azimuthGapDegrees": 120.0, "stationCount": 3})
+        json!({"grade": "C", "rmsSeconds": 0.5, "azimuthGapDegrees": 120.0, "stationCount": 3,
+               "horizontalUncertaintyKm": null, "depthUncertaintyKm": null})
     );
+}
+
+#[test]
+fn quality_carries_the_solutions_own_uncertainty() {
+    let mut input = solution_json();
+    input["hypocentre"]["horizontalUncertaintyKm"] = json!(7.5);
+    input["hypocentre"]["depthUncertaintyKm"] = json!(12.5);
+    let report = shaped(input.clone());
+    assert_eq!(report["quality"]["horizontalUncertaintyKm"], 7.5);
+    assert_eq!(report["quality"]["depthUncertaintyKm"], 12.5);
+    input["hypocentre"]["depthUncertaintyKm"] = json!(-1.0);
+    assert!(shape_error(input).contains("uncertainties"));
 }
 
 #[test]
@@ -278,7 +291,8 @@ fn shape_top_level_and_quality() {
     assert_eq!(report["algorithm"], "hyp-grid/1");
     assert_eq!(
         report["quality"],
-        json!({"grade": "C", "rmsSeconds": 0.5, "azimuthGapDegrees": 120.0, "stationCount": 3})
+        json!({"grade": "C", "rmsSeconds": 0.5, "azimuthGapDegrees": 120.0, "stationCount": 3,
+               "horizontalUncertaintyKm": null, "depthUncertaintyKm": null})
     );
     // Optional objects absent from the solution are absent from the report.
     for key in ["epicenterRegion", "hypSelection", "sourceFrames", "region"] {

@@ -263,8 +263,8 @@ pub fn print_summary(results: &[Result]) {
 fn print_grades(results: &[Result]) {
     let graded: Vec<_> = results.iter().flat_map(|r| &r.score.graded).collect();
     println!(
-        "\n  {:<5} {:>7} {:>9} {:>9} {:>9} {:>12} {:>14}",
-        "grade", "reports", "p50 km", "p90 km", "worst", "<= 10 km", "within own km"
+        "\n  {:<5} {:>7} {:>9} {:>9} {:>9} {:>12} {:>11} {:>14}",
+        "grade", "reports", "p50 km", "p90 km", "worst", "<= 10 km", "own p50 km", "within own km"
     );
     for grade in ["S", "A", "B", "C", "D"] {
         let of: Vec<_> = graded.iter().filter(|g| g.grade == grade).collect();
@@ -278,14 +278,16 @@ fn print_grades(results: &[Result]) {
             .filter_map(|g| Some((g.error_km, g.uncertainty_km?)))
             .collect();
         let within_own = with_own.iter().filter(|(e, u)| e <= u).count();
+        let mut own: Vec<f64> = with_own.iter().map(|(_, u)| *u).collect();
         println!(
-            "  {:<5} {:>7} {:>9} {:>9} {:>9} {:>11.0}% {:>13}",
+            "  {:<5} {:>7} {:>9} {:>9} {:>9} {:>11.0}% {:>11} {:>13}",
             grade,
             of.len(),
             cell(percentile(&mut errors, 0.5), 1),
             cell(percentile(&mut errors, 0.9), 1),
             cell(errors.last().copied(), 1),
             100.0 * within_10 as f64 / of.len() as f64,
+            cell(percentile(&mut own, 0.5), 1),
             if with_own.is_empty() {
                 "-".to_string()
             } else {

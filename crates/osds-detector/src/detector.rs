@@ -1217,6 +1217,8 @@ impl Detector {
                 depth_fixed: h.depth_fixed,
                 quiet_station_count: 0,
                 s_like_station_count: s_like,
+                horizontal_uncertainty_km: Some(h.horizontal_uncertainty_km),
+                depth_uncertainty_km: h.depth_uncertainty_km,
             },
             magnitude: MagnitudeEstimate {
                 value: mw,

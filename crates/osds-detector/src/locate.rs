@@ -44,6 +44,11 @@ pub struct Hypocentre {
     pub depth_cap: f64,
     /// The best point lies on the edge of the coarse search: the source is probably beyond it.
     pub at_edge: bool,
+    /// How far (km) the epicentre may move, in the direction the picks constrain least, before the misfit
+    /// grows by [`UNCERTAINTY_SCORE_S`]: the misfit surface's half-width, not a constant.
+    pub horizontal_uncertainty_km: f64,
+    /// The same in depth, at the epicentre; `None` when the depth is fixed.
+    pub depth_uncertainty_km: Option<f64>,
 }
 
 /// Distances under this count as this much in the weights: otherwise a trial point on top of a station at
@@ -164,6 +169,66 @@ impl Trial<'_> {
         (spread + penalty, origin)
     }
 
+    /// The misfit surface's half-widths around the best point (`score` there): in 16 directions the epicentre
+    /// is moved out (depth free within ±20 km) until the score has grown by [`UNCERTAINTY_SCORE_S`], and the
+    /// farthest such distance is the horizontal uncertainty; the depth is moved up and down at the epicentre
+    /// likewise. Bounded by [`UNCERTAINTY_MAX_KM`].
+    fn uncertainty(
+        &self,
+        lat: f64,
+        lon: f64,
+        depth: f64,
+        score: f64,
+        cap: f64,
+        depth_fixed: bool,
+    ) -> (f64, Option<f64>) {
+        let limit = score + UNCERTAINTY_SCORE_S;
+        let depths = if depth_fixed {
+            vec![depth]
+        } else {
+            depths_around(depth, 20.0, 10.0, cap)
+        };
+        let radii: Vec<f64> = (1..=10)
+            .map(|k| 2.0 * f64::from(k))
+            .chain((5..=20).map(|k| 5.0 * f64::from(k)))
+            .chain((11..=30).map(|k| 10.0 * f64::from(k)))
+            .collect();
+        let horizontal = (0..16)
+            .map(|k| {
+                let azimuth = 22.5 * f64::from(k);
+                let mut within = 0.0;
+                for &r in &radii {
+                    let (la, lo) = crate::geo::destination(lat, lon, azimuth, r);
+                    if self.best_at(la, lo, &depths).0 > limit {
+                        break;
+                    }
+                    within = r;
+                }
+                within
+            })
+            .fold(0.0, f64::max)
+            // The grid's own spacing is the floor: the best point is only known to a grid step.
+            .max(FINEST_STEP_KM);
+        let vertical = (!depth_fixed).then(|| {
+            let reach = |direction: f64| {
+                let mut within = 0.0;
+                let mut d = depth;
+                loop {
+                    d += direction * 2.5;
+                    if !(0.0..=cap).contains(&d) || self.best_at(lat, lon, &[d]).0 > limit {
+                        break within;
+                    }
+                    within = (d - depth).abs();
+                    if within >= UNCERTAINTY_MAX_KM {
+                        break within;
+                    }
+                }
+            };
+            reach(1.0).max(reach(-1.0)).max(2.5)
+        });
+        (horizontal.min(UNCERTAINTY_MAX_KM), vertical)
+    }
+
     /// The best of a lat × lon grid: (score, lat, lon, depth, origin).
     fn search(&self, lats: &[f64], lons: &[f64], depths: &[f64]) -> (f64, f64, f64, f64, f64) {
         let mut best = (f64::INFINITY, 0.0, 0.0, 0.0, 0.0);
@@ -178,6 +243,14 @@ impl Trial<'_> {
         best
     }
 }
+
+/// A trial point whose misfit is within this many seconds of the best one's is as good a solution: about the
+/// error of a pick from 1-second frames spread over the picks.
+pub const UNCERTAINTY_SCORE_S: f64 = 0.25;
+/// Uncertainties are not looked for beyond this.
+const UNCERTAINTY_MAX_KM: f64 = 300.0;
+/// The finest search step (0.04° of latitude), the floor of any horizontal uncertainty.
+const FINEST_STEP_KM: f64 = 4.4;
 
 /// The coarse pass searches this many degrees either side of its centre.
 const COARSE_HALF_WIDTH: f64 = 2.0;
@@ -337,12 +410,16 @@ fn locate_once(
     );
     let residuals = residuals(model, picks, lat, lon, depth, origin);
     let rms_seconds = rms(residuals.iter().copied());
+    let (horizontal_uncertainty_km, depth_uncertainty_km) =
+        trial.uncertainty(lat, lon, depth, score, cap, depth_fixed);
     Some(Hypocentre {
         latitude: lat,
         longitude: lon,
         depth_km: depth,
         origin,
         score,
+        horizontal_uncertainty_km,
+        depth_uncertainty_km,
         used: vec![true; residuals.len()],
         residuals,
         rms_seconds,
