@@ -568,11 +568,19 @@ async fn serve_follows_a_late_lossy_monitor_through_an_outage() {
         .as_i64()
         .unwrap();
     for report in reports {
-        let frame = report["event"]["hypEstimate"]["calculatedAt"].as_i64().unwrap();
+        let frame = report["event"]["hypEstimate"]["calculatedAt"]
+            .as_i64()
+            .unwrap();
         let published = report["reportedAt"].as_i64().unwrap();
-        assert!(published >= frame + 1000, "published before its frame was: {report}");
+        assert!(
+            published >= frame + 1000,
+            "published before its frame was: {report}"
+        );
         if report["event"]["status"] == "interrupted" {
-            assert!(frame >= first_report + 30_000, "cut by the outage: {report}");
+            assert!(
+                frame >= first_report + 30_000,
+                "cut by the outage: {report}"
+            );
         }
     }
 }

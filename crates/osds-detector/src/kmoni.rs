@@ -400,7 +400,10 @@ mod tests {
     fn the_latest_image_time_reads_back_in_jst() {
         let at = 1_704_093_022_000; // 2024-01-01 16:10:22 JST
         let json = latest_json(at, at + 1_000);
-        assert!(json.contains("\"latest_time\":\"2024/01/01 16:10:22\""), "{json}");
+        assert!(
+            json.contains("\"latest_time\":\"2024/01/01 16:10:22\""),
+            "{json}"
+        );
         assert_eq!(parse_latest(json.as_bytes()), Some(at));
         assert_eq!(parse_latest(b"{\"latest_time\":\"soon\"}"), None);
         assert_eq!(parse_latest(b"<html>"), None);

@@ -353,8 +353,8 @@ fn schedule_images(
     let frames = rendered.iter().map(|(n, ..)| *n).max().map_or(0, |n| n + 1);
     let fate: Vec<(Option<i64>, bool)> = (0..frames)
         .map(|n| {
-            let delay = publication.publish_delay_secs
-                + publication.publish_spread_secs * rng.uniform();
+            let delay =
+                publication.publish_delay_secs + publication.publish_spread_secs * rng.uniform();
             let lost = rng.uniform() < publication.lose;
             let repeated = rng.uniform() < publication.repeat;
             let at = start_ms + n * 1000;
@@ -381,10 +381,7 @@ fn schedule_images(
                 .iter()
                 .find(|(l, _)| *l == layer)
                 .map_or(0, |(_, s)| *s as i64 * 1000);
-            let stale = previous
-                .get(&(n, layer))
-                .filter(|_| repeated)
-                .cloned();
+            let stale = previous.get(&(n, layer)).filter(|_| repeated).cloned();
             let first = when? + late;
             let available_at = if stale.is_some() { first + 3000 } else { first };
             if layer == SURFACE_INTENSITY {
@@ -473,13 +470,7 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     if let Some(address) = args.serve_images {
         // Real time: frame 0 is observed --lead-secs from now, so a follower can start first.
         let start_ms = (now_ms() / 1000 + 1) * 1000 + args.lead_secs as i64 * 1000;
-        let images = schedule_images(
-            rendered,
-            start_ms,
-            &args.late,
-            &args.publication,
-            args.seed,
-        );
+        let images = schedule_images(rendered, start_ms, &args.late, &args.publication, args.seed);
         let base = image_server(address, images).await?;
         println!("osds: simulate {:?}: images at {base}", args.scenario);
         eprintln!(
