@@ -584,3 +584,148 @@ async fn serve_follows_a_late_lossy_monitor_through_an_outage() {
         }
     }
 }
+
+/// A JMA early-warning frame (JST times), as the relay sends it on `/all_eew`.
+fn jma_warning(
+    event_id: &str,
+    serial: i64,
+    announced: &str,
+    origin: &str,
+    at: (f64, f64, f64, f64),
+) -> String {
+    serde_json::json!({
+        "type": "jma_eew", "Title": "緊急地震速報（予報）", "Issue": {"Source": "東京", "Status": "通常"},
+        "EventID": event_id, "Serial": serial, "AnnouncedTime": announced, "OriginTime": origin,
+        "Hypocenter": "熊本県熊本地方", "Latitude": at.0, "Longitude": at.1, "Magunitude": at.3, "Depth": at.2,
+        "MaxIntensity": "5弱", "isSea": false, "isTraining": false, "isAssumption": false, "isWarn": false,
+        "isFinal": false, "isCancel": false,
+    })
+    .to_string()
+}
+
+/// JMA's own warnings arrive on `/all_eew` (kept as ignored deliveries, out of the EEW API); the reference
+/// decoder component reads them, and the scorecard sets each self-sensing event against JMA's determination of
+/// the same quake (within 100 km and 30 s): per event in `/hyp/events/{id}` (`jma`), overall in `/hyp/status`
+/// (`scorecard`). A cancelled warning and a drill are no quakes; a JMA quake inside the network that the
+/// detector did not report is missed.
+#[tokio::test(flavor = "multi_thread")]
+async fn jma_warnings_score_the_self_sensing_events() {
+    // The simulated Kumamoto quake: 21:26:34.4 JST on 2016-04-14, 32.742N 130.808E, 11 km, Mw 6.3.
+    let dir = tempdir("scorecard");
+    let database = support::database::url_for(&dir);
+    let output = osds()
+        .args(["simulate", "kumamoto", "--database-url", &database])
+        .output()
+        .expect("run osds simulate");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let relay = fake_relay::FakeRelay::start(fake_relay::RelayConfig::default())
+        .await
+        .unwrap();
+    let server = start_server_in(dir, &relay.url(), &[]);
+    assert!(
+        relay
+            .wait_connected("/all_eew", 1, std::time::Duration::from_secs(20))
+            .await,
+        "{}",
+        server.log()
+    );
+    let kumamoto = (32.7, 130.8, 10.0, 6.4);
+    let frames = [
+        jma_warning(
+            "20160414212634",
+            1,
+            "2016/04/14 21:26:43",
+            "2016/04/14 21:26:34",
+            (32.8, 130.9, 10.0, 5.7),
+        ),
+        jma_warning(
+            "20160414212634",
+            2,
+            "2016/04/14 21:26:50",
+            "2016/04/14 21:26:34",
+            kumamoto,
+        ),
+        // Another quake inside the network that the detector never saw: missed.
+        jma_warning(
+            "20160414220000",
+            1,
+            "2016/04/14 22:00:12",
+            "2016/04/14 22:00:00",
+            (35.0, 135.0, 10.0, 4.5),
+        ),
+        // A cancelled warning and a drill: no quakes.
+        jma_warning(
+            "20160414223000",
+            1,
+            "2016/04/14 22:30:10",
+            "2016/04/14 22:30:00",
+            (36.0, 138.0, 10.0, 5.0),
+        )
+        .replace("\"isCancel\":false", "\"isCancel\":true"),
+        jma_warning(
+            "20160414224000",
+            1,
+            "2016/04/14 22:40:10",
+            "2016/04/14 22:40:00",
+            (36.5, 138.5, 10.0, 5.0),
+        )
+        .replace("\"isTraining\":false", "\"isTraining\":true"),
+    ];
+    for frame in &frames {
+        relay.push_to("/all_eew", frame.as_bytes()).await;
+    }
+    let status = support::eventually(60, "the scorecard", || async {
+        let status = get_json(&server.url("/hyp/status")).await;
+        (status["scorecard"]["matched"] == 1 && status["scorecard"]["agencyMissed"] == 1)
+            .then_some(status)
+    })
+    .await;
+    let scorecard = &status["scorecard"];
+    assert_eq!(scorecard["agency"], "jma");
+    assert!(
+        scorecard["reference"]
+            .as_str()
+            .unwrap()
+            .starts_with("jma-reference@"),
+        "{scorecard}"
+    );
+    assert_eq!(scorecard["oursUnmatched"], 0, "{scorecard}");
+    assert_eq!(
+        scorecard["missedAgencyEventIds"],
+        serde_json::json!(["20160414220000"])
+    );
+    assert!(
+        scorecard["medianEpicentreKm"].as_f64().unwrap() <= 30.0,
+        "{scorecard}"
+    );
+
+    let page = get_json(&server.url("/hyp/events")).await;
+    let id = page["items"][0]["id"].as_str().unwrap().to_string();
+    let event = get_json(&server.url(&format!("/hyp/events/{}?view=summary", id_path(&id)))).await;
+    let jma = &event["jma"];
+    assert_eq!(jma["eventId"], "20160414212634", "{jma}");
+    assert_eq!(jma["determination"], "warning");
+    assert_eq!(jma["latitude"], 32.7, "the last serial's position");
+    assert_eq!(jma["originAt"], 1_460_636_794_000i64);
+    assert_eq!(
+        jma["firstWarningAt"], 1_460_636_803_000i64,
+        "serial 1, 21:26:43 JST"
+    );
+    let (lat, lon, _) = position(event["reports"].as_array().unwrap().last().unwrap());
+    let expected_km = distance_km(lat, lon, 32.7, 130.8);
+    assert!(
+        (jma["epicentreKm"].as_f64().unwrap() - expected_km).abs() < 0.1,
+        "{jma}"
+    );
+    assert!(jma["leadSeconds"].is_number(), "{jma}");
+    // The warnings stay out of the EEW API.
+    let reports = get_json(&server.url("/reports?limit=100")).await;
+    assert!(
+        !reports.to_string().contains("20160414212634"),
+        "JMA's frames are not EEW reports: {reports}"
+    );
+}

@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const WASM_TARGET: &str = "wasm32-wasip2";
-/// The guest that is the hyp report shaper; every other guest is a decoder.
+/// The guest that is the hyp report shaper, the one that is the JMA reference decoder; every other guest is a
+/// channel decoder.
 const SHAPER_MEMBER: &str = "hyp-shaper";
+const REFERENCE_MEMBER: &str = "jma";
 
 fn main() {
     let manifest_dir =
@@ -82,7 +84,10 @@ fn main() {
         "/// The decoder components built from `components/guests`: (crate directory, `.wasm` bytes).\n",
     );
     embedded.push_str("pub const EMBEDDED_COMPONENTS: &[(&str, &[u8])] = &[\n");
-    for member in members.iter().filter(|m| *m != SHAPER_MEMBER) {
+    for member in members
+        .iter()
+        .filter(|m| *m != SHAPER_MEMBER && *m != REFERENCE_MEMBER)
+    {
         let wasm = release.join(format!("decoder_{}.wasm", member.replace('-', "_")));
         assert!(wasm.exists(), "component {} was not built", wasm.display());
         embedded.push_str(&format!(
@@ -100,6 +105,16 @@ fn main() {
     embedded.push_str(&format!(
         "/// The hyp report shaper built from `components/guests/{SHAPER_MEMBER}`.\npub const EMBEDDED_SHAPER: &[u8] = include_bytes!({:?});\n",
         shaper.display().to_string()
+    ));
+    let reference = release.join("jma_reference.wasm");
+    assert!(
+        reference.exists(),
+        "component {} was not built",
+        reference.display()
+    );
+    embedded.push_str(&format!(
+        "/// The JMA reference decoder built from `components/guests/{REFERENCE_MEMBER}`.\npub const EMBEDDED_REFERENCE: &[u8] = include_bytes!({:?});\n",
+        reference.display().to_string()
     ));
     fs::write(out_dir.join("embedded_components.rs"), embedded)
         .expect("write embedded_components.rs");

@@ -11,10 +11,11 @@
 
 mod channel;
 pub mod fields;
+pub mod jma;
 mod time;
 
 pub use channel::{CEA, CHANNELS, CQ, Channel, FJ, SC};
-pub use time::beijing_to_utc_rfc3339;
+pub use time::{beijing_to_utc_rfc3339, japan_to_utc_rfc3339};
 
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -1,10 +1,21 @@
-//! Beijing wall-clock time (UTC+8, no daylight saving) to RFC 3339 UTC, without a date library.
+//! Wall-clock times of a fixed UTC offset (Beijing UTC+8, Japan UTC+9; neither keeps daylight saving) to
+//! RFC 3339 UTC, without a date library.
 
 const BEIJING_OFFSET_SECONDS: i64 = 8 * 3600;
+const JAPAN_OFFSET_SECONDS: i64 = 9 * 3600;
 
 /// `2026-08-28 13:13:56` (Beijing) → `2026-08-28T05:13:56Z`. Also accepts `/` as the date separator and
 /// `T` between date and time. `None` when the text is not such a time.
 pub fn beijing_to_utc_rfc3339(text: &str) -> Option<String> {
+    wall_clock_to_utc_rfc3339(text, BEIJING_OFFSET_SECONDS)
+}
+
+/// `2024/08/24 09:33:35` (Japan) → `2024-08-24T00:33:35Z`, as [`beijing_to_utc_rfc3339`] reads it.
+pub fn japan_to_utc_rfc3339(text: &str) -> Option<String> {
+    wall_clock_to_utc_rfc3339(text, JAPAN_OFFSET_SECONDS)
+}
+
+fn wall_clock_to_utc_rfc3339(text: &str, offset_seconds: i64) -> Option<String> {
     let b = text.trim().as_bytes();
     if b.len() != 19
         || !matches!(b[4], b'-' | b'/')
@@ -35,7 +46,7 @@ pub fn beijing_to_utc_rfc3339(text: &str) -> Option<String> {
         return None;
     }
     let local = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
-    let utc = local - BEIJING_OFFSET_SECONDS;
+    let utc = local - offset_seconds;
     let (days, secs) = (utc.div_euclid(86_400), utc.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
     Some(format!(

@@ -8,6 +8,7 @@ use crate::response::hyp::{
     HypArchive, HypEvent, HypEventHead, HypEventStation, HypPage, HypPageItem, HypReport, HypStatus,
 };
 use crate::response::json;
+use crate::scorecard::Comparison;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::{RawQuery, State};
@@ -60,9 +61,10 @@ impl EventParts {
         })
     }
 
-    fn event(&mut self, exported_at: Option<i64>) -> HypEvent<'_> {
+    fn event(&mut self, jma: Option<Comparison>, exported_at: Option<i64>) -> HypEvent<'_> {
         HypEvent {
             head: HypEventHead::from_row(&self.row),
+            jma,
             reports: std::mem::take(&mut self.reports),
             stations: self
                 .stations
@@ -137,6 +139,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         });
     let (events, public_events, reports) = state.store.hyp_counts().await?;
     let shaper = state.shaper.load();
+    let scorecard = state.scorecard.load();
     json(&HypStatus {
         algorithm,
         detector,
@@ -151,6 +154,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
             reports,
         },
         shaper: shaper.info().into(),
+        scorecard: &scorecard.summary,
         server_time: now,
     })
 }
@@ -206,7 +210,8 @@ async fn event(
     let summarised = summary_view(&mut params)?;
     params.finish()?;
     let mut parts = EventParts::read(&state, &id, summarised).await?;
-    json(&parts.event(None))
+    let jma = state.scorecard.load().comparisons.get(&id).cloned();
+    json(&parts.event(jma, None))
 }
 
 /// Whether `view=summary` was asked for; any other view is a 400.
@@ -231,7 +236,8 @@ async fn export(
     summary_view(&mut params)?;
     params.finish()?;
     let mut parts = EventParts::read(&state, &id, false).await?;
-    json(&parts.event(Some(now_ms())))
+    let jma = state.scorecard.load().comparisons.get(&id).cloned();
+    json(&parts.event(jma, Some(now_ms())))
 }
 
 async fn report(

@@ -19,6 +19,7 @@ pub mod report_item;
 mod report_pages_tests;
 pub mod response;
 pub mod router;
+pub mod scorecard;
 pub mod server;
 pub mod socket;
 pub mod sources;

@@ -30,6 +30,8 @@ pub struct AppState {
     pub backups: Arc<BackupSettings>,
     /// The hyp report shaper in service; `/hyp/status` names it.
     pub shaper: SharedShaper,
+    /// The self-sensing scorecard against the official agency's determinations (`/hyp/status`, each event).
+    pub scorecard: crate::scorecard::SharedScorecard,
     /// Rendered report versions below the horizon, by block, for `/reports` and replaying consumers (its
     /// budget is set by `osds serve --report-cache-mb`).
     pub report_cache: Arc<ReportCache>,

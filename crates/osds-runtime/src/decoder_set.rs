@@ -12,11 +12,14 @@ use std::sync::Arc;
 /// The decoder set in use, replaced as a whole on a hot swap: a frame is decoded against one snapshot.
 pub type SharedDecoders = Arc<arc_swap::ArcSwap<DecoderSet>>;
 
-/// The `*.wasm` files in `dir`, in name order.
+/// The decoders' `*.wasm` files in `dir`, in name order: every `.wasm` but the shaper's (`hyp_shaper.wasm`) and
+/// a reference decoder's (`reference_<agency>.wasm`).
 pub fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .filter(|p| !crate::reference::is_reference_file(p))
+        .filter(|p| p.file_name().is_none_or(|n| n != "hyp_shaper.wasm"))
         .collect();
     paths.sort();
     Ok(paths)

@@ -10,7 +10,10 @@ use osds_runtime::SharedShaper;
 use osds_runtime::decoder_set::{DecoderSet, SharedDecoders, wasm_files};
 use osds_runtime::units;
 use osds_runtime::units::Unit;
-use osds_runtime::{DecoderComponent, DecoderInfo, Runtime, ShaperComponent, ShaperInfo};
+use osds_runtime::{
+    DecoderComponent, DecoderInfo, ReferenceComponent, Runtime, ShaperComponent, ShaperInfo,
+    SharedReference,
+};
 use osds_store::{ComponentChange, Store, WriterTask};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -142,6 +145,9 @@ pub struct ComponentManager {
     /// The hyp report shaper in service, swapped like a decoder (channel `hyp`).
     shaper: SharedShaper,
     previous_shaper: tokio::sync::Mutex<Option<Arc<ShaperComponent>>>,
+    /// The reference decoder that reads JMA's frames for the scorecard, swapped from the components
+    /// directory's `reference_<agency>.wasm`.
+    reference: SharedReference,
 }
 
 /// A component in service, as `osds components export` writes it.
@@ -168,6 +174,7 @@ impl ComponentManager {
         writer: WriterTask,
         shaper: SharedShaper,
         previous_shaper: Option<Arc<ShaperComponent>>,
+        reference: SharedReference,
         canary_fixtures: Option<PathBuf>,
         canary_recent: i64,
         ingester: Option<Arc<Ingester>>,
@@ -183,6 +190,7 @@ impl ComponentManager {
             previous: tokio::sync::Mutex::new(previous),
             shaper,
             previous_shaper: tokio::sync::Mutex::new(previous_shaper),
+            reference,
         })
     }
 
@@ -491,14 +499,34 @@ impl ComponentManager {
                 Err(refusal) => lines.push(format!("{}: {}", path.display(), refusal.message)),
             }
         }
+        lines.extend(self.reload_reference(dir));
         for line in &lines {
             tracing::info!("{line}");
         }
         lines
     }
 
+    /// Puts the directory's `reference_<agency>.wasm` in service when it is not already.
+    fn reload_reference(&self, dir: &Path) -> Option<String> {
+        let candidate = match ReferenceComponent::from_dir(&self.runtime, dir) {
+            Ok(candidate) => candidate?,
+            Err(e) => return Some(format!("reference decoder refused: {e:#}")),
+        };
+        if candidate.info().sha256 == self.reference.load().info().sha256 {
+            return None;
+        }
+        let line = format!(
+            "reference decoder `{}` for `{}` in service ({})",
+            candidate.info().name,
+            candidate.info().agency,
+            candidate.info().sha256
+        );
+        self.reference.store(Arc::new(candidate));
+        Some(line)
+    }
+
     /// Every component in service as a file: each decoder as `decoder_<source>.wasm` (a directory of them is a
-    /// `--components-dir`), the shaper as `hyp_shaper.wasm`.
+    /// `--components-dir`), the shaper as `hyp_shaper.wasm`, the reference decoder as `reference_<agency>.wasm`.
     pub fn export(&self) -> Vec<ExportedComponent> {
         let mut files: Vec<ExportedComponent> = self
             .decoders
@@ -518,6 +546,13 @@ impl ComponentManager {
             name: shaper.info().name.clone(),
             sha256: shaper.info().sha256.clone(),
             wasm_hex: hex::encode(shaper.wasm()),
+        });
+        let reference = self.reference.load();
+        files.push(ExportedComponent {
+            file: format!("reference_{}.wasm", reference.info().agency),
+            name: reference.info().name.clone(),
+            sha256: reference.info().sha256.clone(),
+            wasm_hex: hex::encode(reference.wasm()),
         });
         files
     }

@@ -226,4 +226,20 @@ fn describe() {
         "osds_hyp_reports_total",
         "Detector reports, per outcome (archived, failed)."
     );
+    describe_gauge!(
+        "osds_hyp_scorecard_matched",
+        "Self-sensing events matched with JMA's determination of the same quake (100 km, 30 s)."
+    );
+    describe_gauge!(
+        "osds_hyp_scorecard_ours_unmatched",
+        "Public self-sensing events JMA has not reported after 10 minutes: possibly false."
+    );
+    describe_gauge!(
+        "osds_hyp_scorecard_agency_missed",
+        "JMA quakes of M 3 or more inside the network that no self-sensing event matched."
+    );
+    describe_gauge!(
+        "osds_hyp_scorecard_median_epicentre_km",
+        "Median distance (km) of matched self-sensing epicentres from JMA's."
+    );
 }

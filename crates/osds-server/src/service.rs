@@ -227,6 +227,19 @@ impl Service {
         let (shaper, previous_shaper) = installed_shaper(&wasm, &store).await?;
         tracing::info!(name = %shaper.info().name, sha256 = %shaper.info().sha256, "hyp shaper loaded");
         let shaper = Arc::new(arc_swap::ArcSwap::new(shaper));
+        // The reference decoder that reads JMA's own frames for the scorecard: the components directory's
+        // `reference_<agency>.wasm` when it has one, else the built-in one.
+        let reference = match components_dir.as_deref() {
+            Some(dir) => osds_runtime::ReferenceComponent::from_dir(&wasm, dir)?,
+            None => None,
+        };
+        let reference = match reference {
+            Some(reference) => reference,
+            None => osds_runtime::ReferenceComponent::embedded(&wasm)?,
+        };
+        tracing::info!(name = %reference.info().name, sha256 = %reference.info().sha256, "reference decoder loaded");
+        let reference: osds_runtime::SharedReference =
+            Arc::new(arc_swap::ArcSwap::from_pointee(reference));
         let components = ComponentManager::new(
             wasm.clone(),
             decoders.clone(),
@@ -235,6 +248,7 @@ impl Service {
             writer_task.clone(),
             shaper.clone(),
             previous_shaper,
+            reference.clone(),
             canary_fixtures,
             canary_recent.max(0),
             ingester.clone(),
@@ -269,6 +283,22 @@ impl Service {
             std::thread::available_parallelism().map_or(1, |n| n.get()),
         );
         let live_streams = tokio_util::task::TaskTracker::new();
+        let scorecard: osds_api::scorecard::SharedScorecard = Arc::default();
+        // JMA's quakes inside the detector's network are the ones it can miss.
+        let position = |s: &osds_detector::detector::Station| (s.latitude, s.longitude);
+        let stations: Vec<(f64, f64)> = match &detector {
+            DetectorPlan::Run { network, .. } => network.stations.iter().map(position).collect(),
+            DetectorPlan::Off => Network::shipped().stations.iter().map(position).collect(),
+        };
+        tokio::spawn(
+            crate::hyp::scorecard::ScorecardTask::new(
+                store.clone(),
+                reference,
+                scorecard.clone(),
+                stations,
+            )
+            .run(shutdown.clone()),
+        );
         let state = AppState {
             hub,
             report_cache,
@@ -284,6 +314,7 @@ impl Service {
             shutdown,
             backups: Arc::new(backups),
             shaper,
+            scorecard,
         };
         let detector = start_detector(
             detector,

@@ -13,6 +13,11 @@ pub fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// RFC 3339 UTC with milliseconds of a Unix-ms instant (the epoch for one out of range).
+pub fn rfc3339_ms(ms: i64) -> String {
+    rfc3339(DateTime::from_timestamp_millis(ms).unwrap_or_default())
+}
+
 /// The current Unix time in milliseconds.
 pub fn now_ms() -> i64 {
     Utc::now().timestamp_millis()

@@ -1,6 +1,7 @@
 //! The self-sensing family's response bodies (`HypStatus`, `HypReport`, `HypEvent`, … of `schemas/openapi.yaml`).
 //! A report is the shaper's stored payload, every field of it preserved, with `sha256` added.
 
+use crate::scorecard::{Comparison, Summary};
 use osds_runtime::ShaperInfo;
 use osds_store::{HypEventRow, HypReportRow, HypStationRow, StationMetric};
 use serde::Serialize;
@@ -67,6 +68,9 @@ impl<'a> HypEventHead<'a> {
 pub struct HypEvent<'a> {
     #[serde(flatten)]
     pub head: HypEventHead<'a>,
+    /// The official agency's determination of the same quake and how this event compares, `null` while it
+    /// has none (see `docs/self-sensing.md`, "Scorecard").
+    pub jma: Option<Comparison>,
     pub reports: Vec<HypReport>,
     pub stations: Vec<HypEventStation<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -154,6 +158,8 @@ pub struct HypStatus<'a> {
     pub sources: Vec<Value>,
     pub archive: HypArchive,
     pub shaper: Shaper<'a>,
+    /// The scorecard against the official agency.
+    pub scorecard: &'a Summary,
     pub server_time: i64,
 }
 
