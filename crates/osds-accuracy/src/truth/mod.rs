@@ -1,6 +1,6 @@
 //! The independent truth model: synthetic earthquakes and disturbances made with published models the
 //! detector does not use, so that the benchmark measures accuracy against a world that is not the detector's
-//! own (the in-model matrix, [`crate::matrix::in_model`], makes its frames with the detector's tables and
+//! own (the in-model matrix makes its frames with the detector's tables and
 //! measures self-consistency only).
 //!
 //! | | the detector | the truth |
