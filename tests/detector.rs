@@ -603,8 +603,8 @@ fn jma_warning(
     .to_string()
 }
 
-/// JMA's own warnings arrive on `/all_eew` (kept as ignored deliveries, out of the EEW API); the reference
-/// decoder component reads them, and the scorecard sets each self-sensing event against JMA's determination of
+/// JMA's own warnings arrive on `/all_eew`, and its earthquake list when asked for there (both kept as ignored
+/// deliveries, out of the EEW API); the reference decoder component reads them, and the scorecard sets each self-sensing event against JMA's determination of
 /// the same quake (within 100 km and 30 s): per event in `/hyp/events/{id}` (`jma`), overall in `/hyp/status`
 /// (`scorecard`). A cancelled warning and a drill are no quakes; a JMA quake inside the network that the
 /// detector did not report is missed.
@@ -625,6 +625,16 @@ async fn jma_warnings_score_the_self_sensing_events() {
     let relay = fake_relay::FakeRelay::start(fake_relay::RelayConfig::default())
         .await
         .unwrap();
+    // JMA's earthquake list, asked for on `/all_eew`: its own determination of the quake, under another id.
+    let list = serde_json::json!({
+        "type": "jma_eqlist", "md5": "0",
+        "No1": {"Title": "震源・震度情報", "EventID": "20160414212635", "time": "2016/04/14 21:26",
+                "time_full": "2016/04/14 21:26:34", "location": "熊本県熊本地方", "magnitude": "6.5",
+                "shindo": "7", "depth": "11km", "latitude": "32.742", "longitude": "130.808", "info": ""},
+    });
+    relay
+        .set_latest("query_jmaeqlist", list.to_string().as_bytes())
+        .await;
     let server = start_server_in(dir, &relay.url(), &[]);
     assert!(
         relay
@@ -680,7 +690,11 @@ async fn jma_warnings_score_the_self_sensing_events() {
     }
     let status = support::eventually(60, "the scorecard", || async {
         let status = get_json(&server.url("/hyp/status")).await;
-        (status["scorecard"]["matched"] == 1 && status["scorecard"]["agencyMissed"] == 1)
+        // Five warnings and the list's one entry read, the quake matched, the other one missed.
+        let scorecard = &status["scorecard"];
+        (scorecard["determinations"] == 6
+            && scorecard["matched"] == 1
+            && scorecard["agencyMissed"] == 1)
             .then_some(status)
     })
     .await;
@@ -707,21 +721,32 @@ async fn jma_warnings_score_the_self_sensing_events() {
     let id = page["items"][0]["id"].as_str().unwrap().to_string();
     let event = get_json(&server.url(&format!("/hyp/events/{}?view=summary", id_path(&id)))).await;
     let jma = &event["jma"];
-    assert_eq!(jma["eventId"], "20160414212634", "{jma}");
-    assert_eq!(jma["determination"], "warning");
-    assert_eq!(jma["latitude"], 32.7, "the last serial's position");
+    assert_eq!(jma["eventId"], "20160414212635", "{jma}");
+    assert_eq!(
+        jma["determination"], "catalogue",
+        "the list's entry over the warnings"
+    );
+    assert_eq!(jma["latitude"], 32.742);
+    assert_eq!(jma["depthKm"], 11.0);
     assert_eq!(jma["originAt"], 1_460_636_794_000i64);
     assert_eq!(
         jma["firstWarningAt"], 1_460_636_803_000i64,
         "serial 1, 21:26:43 JST"
     );
     let (lat, lon, _) = position(event["reports"].as_array().unwrap().last().unwrap());
-    let expected_km = distance_km(lat, lon, 32.7, 130.8);
+    let expected_km = distance_km(lat, lon, 32.742, 130.808);
     assert!(
         (jma["epicentreKm"].as_f64().unwrap() - expected_km).abs() < 0.1,
         "{jma}"
     );
     assert!(jma["leadSeconds"].is_number(), "{jma}");
+    assert!(
+        relay
+            .received()
+            .await
+            .contains(&("/all_eew".to_string(), "query_jmaeqlist".to_string())),
+        "the list is asked for on /all_eew"
+    );
     // The warnings stay out of the EEW API.
     let reports = get_json(&server.url("/reports?limit=100")).await;
     assert!(

@@ -13,6 +13,8 @@ pub const AGENCY: &str = "jma";
 /// The `type` tags read here.
 pub const WARNING_TAG: &str = "jma_eew";
 pub const LIST_TAG: &str = "jma_eqlist";
+/// The text command that asks the relay for the earthquake list (on `/all_eew`).
+pub const LIST_QUERY: &str = "query_jmaeqlist";
 
 /// What kind of determination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

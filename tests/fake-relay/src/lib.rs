@@ -1,6 +1,7 @@
 //! A fake Wolfx EEW relay speaking the real protocol over a real socket (see `upstream/wolfx.md`): the paths
 //! `/cenc_eew`, `/sc_eew`, `/fj_eew`, `/cq_eew` and `/all_eew`; a heartbeat on connect and on a period;
-//! `ping` → `pong`; `query_*` → the channel's latest report, byte for byte; pushes to the channel's socket and
+//! `ping` → `pong`; `query_*` → the channel's latest report, byte for byte (and on `/all_eew`, `query_jmaeqlist`
+//! → JMA's earthquake list when one is set); pushes to the channel's socket and
 //! every `/all_eew` socket; and faults on demand (refused upgrades, abrupt close, silence).
 
 use futures_util::{SinkExt, StreamExt};
@@ -19,6 +20,9 @@ use wolfx_core::CHANNELS;
 
 /// The relay's all-channel socket.
 pub const REDUNDANT_PATH: &str = "/all_eew";
+/// The command that asks for JMA's earthquake list on `/all_eew`; answered with what [`FakeRelay::set_latest`]
+/// set for it.
+pub const JMA_LIST_QUERY: &str = "query_jmaeqlist";
 
 /// The upstream paths a server archiving the spec's channels holds open: each channel's own, then `/all_eew`.
 pub fn channel_paths() -> Vec<&'static str> {
@@ -360,6 +364,12 @@ async fn serve_client(
                         && let Some(latest) = shared.latest.lock().await.get(&text)
                     {
                         let _ = out.send(Out::Frame(frame_of(latest)));
+                    } else if text == JMA_LIST_QUERY
+                        && path == REDUNDANT_PATH
+                        && let Some(list) = shared.latest.lock().await.get(&text)
+                    {
+                        // JMA's earthquake list, answered on `/all_eew` only (upstream/wolfx.md).
+                        let _ = out.send(Out::Frame(frame_of(list)));
                     }
                 }
                 Some(Ok(_)) => {}

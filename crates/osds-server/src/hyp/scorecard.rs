@@ -64,8 +64,34 @@ fn ms(rfc3339: &Option<String>) -> Option<i64> {
     osds_time::parse_ms(rfc3339.as_deref()?)
 }
 
-/// JMA's quakes from its determinations, grouped by its event id.
+/// JMA's quakes from its determinations, grouped by its event id; a list entry and a warning of one quake
+/// under two ids (within 10 s and 50 km) are one quake, its list entry.
 pub fn quakes(determinations: &BTreeMap<String, Vec<Determination>>) -> Vec<Quake> {
+    let mut quakes: Vec<Quake> = Vec::new();
+    for quake in by_event_id(determinations) {
+        let same = quakes.iter_mut().find(|q| {
+            (q.origin_ms - quake.origin_ms).abs() <= 10_000
+                && distance_km(q.latitude, q.longitude, quake.latitude, quake.longitude) <= 50.0
+        });
+        match same {
+            Some(known) => {
+                let first_warning_ms = known
+                    .first_warning_ms
+                    .into_iter()
+                    .chain(quake.first_warning_ms)
+                    .min();
+                if quake.determination == "catalogue" && known.determination != "catalogue" {
+                    *known = quake;
+                }
+                known.first_warning_ms = first_warning_ms;
+            }
+            None => quakes.push(quake),
+        }
+    }
+    quakes
+}
+
+fn by_event_id(determinations: &BTreeMap<String, Vec<Determination>>) -> Vec<Quake> {
     determinations
         .iter()
         .filter_map(|(event_id, all)| {

@@ -140,6 +140,16 @@ impl Ended {
     }
 }
 
+/// JMA's earthquake list is asked for again this often on `/all_eew`.
+const LIST_QUERY_EVERY: Duration = Duration::from_secs(600);
+
+fn list_query_item() -> (String, String) {
+    (
+        wolfx_core::jma::LIST_QUERY.to_string(),
+        wolfx_core::jma::LIST_TAG.to_string(),
+    )
+}
+
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -164,6 +174,14 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
             .map(|c| (c.query_command.clone(), c.type_tag.clone()))
             .collect()
     };
+    // On `/all_eew`, JMA's earthquake list too, and again every few minutes: it scores the self-sensing
+    // detector (`hyp/scorecard.rs`) and is kept like any frame of a channel not archived.
+    let mut list_query = interval_at(Instant::now() + LIST_QUERY_EVERY, LIST_QUERY_EVERY);
+    list_query.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let asks_for_list = !cx.primary && !queries.is_empty();
+    if asks_for_list {
+        queries.push_back(list_query_item());
+    }
     let mut next_query = Instant::now();
     let mut queried_at: HashMap<String, Instant> = HashMap::new();
     let own_type = cx
@@ -243,6 +261,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
                     next_query = Instant::now() + config.query_spacing;
                 }
             }
+            _ = list_query.tick(), if asks_for_list => queries.push_back(list_query_item()),
             _ = cx.shutdown.changed() => {
                 let _ = socket.close(None).await;
                 return Ended::new("service_stopping", "");
