@@ -28,6 +28,8 @@ pub struct Outcome {
     pub final_dm: Option<f64>,
     /// Seconds from the 3rd P arrival at any station to the first report's publication.
     pub latency_s: Option<f64>,
+    /// Seconds from the first report's publication to the first report with a magnitude's.
+    pub magnitude_wait_s: Option<f64>,
     /// The final report's status and grade, and the best grade of any report.
     pub final_status: Option<String>,
     pub final_grade: Option<String>,
@@ -136,6 +138,7 @@ pub fn score(run: &Run) -> Score {
                     first_dm: None,
                     final_dm: None,
                     latency_s: None,
+                    magnitude_wait_s: None,
                     final_status: None,
                     final_grade: None,
                     best_grade: None,
@@ -168,6 +171,11 @@ pub fn score(run: &Run) -> Score {
                 latency_s: list
                     .first()
                     .map(|r| (r.reported_at_ms as f64 - third_p_ms) / 1000.0),
+                magnitude_wait_s: list
+                    .iter()
+                    .find(|r| r.magnitude.is_some())
+                    .zip(list.first())
+                    .map(|(m, first)| (m.reported_at_ms - first.reported_at_ms) as f64 / 1000.0),
                 final_status: Some(last.status.clone()),
                 final_grade: Some(last.grade.clone()),
                 best_grade: list

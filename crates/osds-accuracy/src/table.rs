@@ -202,6 +202,12 @@ pub fn print_summary(results: &[Result]) {
         "-",
     );
     figure(
+        "s from the first report to the first with a magnitude",
+        per_quake(&|o| o.magnitude_wait_s),
+        "-",
+        "-",
+    );
+    figure(
         "|dM| of the final report",
         per_quake(&|o| o.final_dm.map(f64::abs)),
         "p50 <= 0.3",

@@ -167,7 +167,8 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          one-sided), or >= 5 picks shallow, picks spread >= 1.5 s or 4 s after the last, M >= 3.0 above 150 \
          km, the neighbourhood test (300 km, margin 0.8, silent <= max(1, expected/3) and <= max(2, \
          tested/4), unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
-         I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+2..ts-1.5, +1.5) else any reached; \
+         I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
+         only for M >= 3 before publication); \
          nearest 30; tracking >=8 stations stable 10 km 5 s; final = best solution";
     let mut table = Sha256::new();
     for s in stations {
@@ -838,12 +839,14 @@ impl Detector {
         self.solution(index, now_ms, false)
     }
 
-    /// The magnitude an event's members give at hypocentre `h` now.
+    /// The magnitude an event's members give at hypocentre `h` now; `provisional` also before it can be
+    /// reported (see [`crate::magnitude::provisional`]).
     fn magnitude_estimate(
         &self,
         event: &Event,
         h: &Hypocentre,
         now_ms: i64,
+        provisional: bool,
     ) -> Option<crate::magnitude::Estimate> {
         let now = now_ms as f64 / 1000.0;
         let peaks: Vec<PeakAtStation> = event
@@ -863,7 +866,11 @@ impl Detector {
                 }
             })
             .collect();
-        estimate(&peaks, h.depth_km)
+        if provisional {
+            crate::magnitude::provisional(&peaks, h.depth_km)
+        } else {
+            estimate(&peaks, h.depth_km)
+        }
     }
 
     /// Whether a candidate's latest solution may be published: located from at least three picks over two
@@ -951,7 +958,9 @@ impl Detector {
         // Too small to tell from a burst on a few stations, and below what the service publishes. (A deep
         // solution needs picks spread wide instead, see `depth_cap`, and its weak shaking may give no
         // magnitude for a while.)
-        let magnitude = self.magnitude_estimate(event, h, now_ms).map(|m| m.mw);
+        let magnitude = self
+            .magnitude_estimate(event, h, now_ms, true)
+            .map(|m| m.mw);
         if h.depth_km <= SHALLOW_KM && magnitude.is_none_or(|m| m < MIN_PUBLISHED_MW) {
             return false;
         }
@@ -1103,7 +1112,7 @@ impl Detector {
         }
         let h = event.last.clone()?;
         let now = now_ms as f64 / 1000.0;
-        let fresh = self.magnitude_estimate(event, &h, now_ms);
+        let fresh = self.magnitude_estimate(event, &h, now_ms, false);
         let event = &mut self.events[index];
         let retained = fresh.is_none() && event.magnitude.is_some();
         if let Some(m) = fresh {

@@ -4,12 +4,14 @@
 //!
 //! Two estimates, named by `magnitudeType`:
 //! - `Mw-SM99`: stations the S wave has reached (and passed by a few seconds, so their peak is the S peak).
-//! - `Mw-SM99-P`: before two stations have that, stations inside their P window (two seconds or more after
-//!   their P arrival if two are, else any). Realtime intensity in the P window runs below the S peak by a
+//! - `Mw-SM99-P`: before two stations have that, stations settled in their P window (three seconds or more
+//!   after their P arrival, before the S wave). Realtime intensity in the P window runs below the S peak by a
 //!   roughly constant contrast; the estimate adds that contrast ([`P_TO_S_INTENSITY`], an assumption of this
-//!   method) to the P-window peak before inverting. In the very first seconds, when not even that is there,
-//!   every station reached counts, each for the wave it shows (a building S wave as a lower bound). It gives
-//!   the first public report a magnitude; the S estimate replaces it as soon as two stations qualify.
+//!   method) to the P-window peak before inverting. The S estimate replaces it as soon as two stations qualify.
+//!
+//! Before either can be made the magnitude is not reported (`null`): on the independent truth model an estimate
+//! from stations just reached, whose emergent P is still building, ran a unit low in the median. A rougher
+//! [`provisional`] estimate from every station reached only tells a quake from a burst before publication.
 //!
 //! Only the stations nearest the hypocentre count (the S wave's peaks decay towards the noise far away), and a
 //! peak at the top of the scale (7.0) is a lower bound, so it counts only when nothing else does.
@@ -75,8 +77,8 @@ const CLIPPED: f64 = 6.95;
 const FLOOR: f64 = -0.5;
 
 /// A station's P-window level counts for the P magnitude this long after its P arrival, once the P wave's
-/// shaking has built up…
-const P_SETTLE_S: f64 = 2.0;
+/// shaking has built up (an emergent onset takes seconds)…
+const P_SETTLE_S: f64 = 3.0;
 /// …and until this long before its predicted S arrival (the S wave's first peaks must not pass for P).
 const S_MARGIN_S: f64 = 1.5;
 /// A station's peak is its S peak this long after the S arrival.
@@ -134,27 +136,28 @@ pub struct Estimate {
     pub kind: &'static str,
 }
 
-/// The S estimate when two stations qualify for it, else the P estimate from two stations well into their P
-/// window, else from two that the P wave has just reached; `None` otherwise.
+/// The S estimate when two stations qualify for it, else the P estimate from two stations settled in their P
+/// window (3 s after their P arrival, when an emergent onset has built up); `None` otherwise: the magnitude is
+/// not reported before it can be estimated this well.
 pub fn estimate(peaks: &[PeakAtStation], depth_km: f64) -> Option<Estimate> {
-    let p_window = |wave: Wave| match wave {
-        Wave::P | Wave::PEarly => Some(P_TO_S_INTENSITY),
-        _ => None,
-    };
-    by_wave(peaks, depth_km, &|w| (w == Wave::S).then_some(0.0), KIND_S)
-        .or_else(|| {
-            let settled = |w| (w == Wave::P).then_some(P_TO_S_INTENSITY);
-            by_wave(peaks, depth_km, &settled, KIND_P)
-        })
-        .or_else(|| by_wave(peaks, depth_km, &p_window, KIND_P))
-        .or_else(|| {
-            // The first seconds: whatever has arrived, each read for the wave it shows.
-            let any = |w| match w {
-                Wave::S | Wave::SBuilding => Some(0.0),
-                w => p_window(w),
-            };
-            by_wave(peaks, depth_km, &any, KIND_P)
-        })
+    by_wave(peaks, depth_km, &|w| (w == Wave::S).then_some(0.0), KIND_S).or_else(|| {
+        let settled = |w| (w == Wave::P).then_some(P_TO_S_INTENSITY);
+        by_wave(peaks, depth_km, &settled, KIND_P)
+    })
+}
+
+/// [`estimate`], or before it can be made, a rough one from every station reached, each read for the wave it
+/// shows (a P wave still building reads low; a building S wave is a lower bound): enough to tell a quake of
+/// magnitude 3 from a burst on a few stations, never reported.
+pub fn provisional(peaks: &[PeakAtStation], depth_km: f64) -> Option<Estimate> {
+    estimate(peaks, depth_km).or_else(|| {
+        let any = |w| match w {
+            Wave::S | Wave::SBuilding => Some(0.0),
+            Wave::P | Wave::PEarly => Some(P_TO_S_INTENSITY),
+            Wave::Neither => None,
+        };
+        by_wave(peaks, depth_km, &any, KIND_P)
+    })
 }
 
 /// The estimate from the stations `contrast` accepts, each peak raised by the contrast it gives for its wave.
@@ -254,8 +257,11 @@ mod tests {
             wave,
         };
         assert_eq!(estimate(&[at(Wave::S), at(Wave::Neither)], 10.0), None);
-        // One station of each: the first seconds' estimate, each read for the wave it shows.
-        let mixed = estimate(&[at(Wave::P), at(Wave::SBuilding)], 10.0).unwrap();
+        // One station of each, or stations whose P is still building: nothing reported yet, only a
+        // provisional reading, each station for the wave it shows.
+        assert_eq!(estimate(&[at(Wave::P), at(Wave::SBuilding)], 10.0), None);
+        assert_eq!(estimate(&[at(Wave::PEarly), at(Wave::PEarly)], 10.0), None);
+        let mixed = provisional(&[at(Wave::P), at(Wave::SBuilding)], 10.0).unwrap();
         assert_eq!(mixed.kind, KIND_P);
         assert_eq!(mixed.stations, 2);
         let s = estimate(&[at(Wave::S), at(Wave::S), at(Wave::P)], 10.0).unwrap();
@@ -265,13 +271,14 @@ mod tests {
         let p = estimate(&[at(Wave::P), at(Wave::P), at(Wave::S)], 10.0).unwrap();
         assert_eq!(p.kind, KIND_P);
         assert!((p.mw - invert(4.0 + P_TO_S_INTENSITY, 10.0, 50.0)).abs() < 1e-6);
-        // Stations well into their P window are preferred to those just reached.
+        // Only stations settled in their P window count, not those just reached.
         let settled = PeakAtStation {
             peak_intensity: 3.0,
             ..at(Wave::P)
         };
         let p = estimate(&[settled, settled, at(Wave::PEarly)], 10.0).unwrap();
         assert!((p.mw - invert(3.0 + P_TO_S_INTENSITY, 10.0, 50.0)).abs() < 1e-6);
+        assert_eq!(p.stations, 2);
     }
 
     #[test]
