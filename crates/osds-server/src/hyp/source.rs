@@ -447,23 +447,36 @@ mod tests {
         render(SURFACE_INTENSITY, &[((10, 10), Some(level))])
     }
 
-    /// A monitor whose clock runs [`SKEW_MS`] ahead of ours and says a second is out half a second after it;
-    /// even seconds' images appear only 1.5 s after, odd ones show the previous second's image until then.
-    async fn monitor(State(paths): State<Arc<Vec<(String, i64)>>>, request: Request) -> Response {
+    /// The images a test monitor serves, and how often each was asked for.
+    struct Monitor {
+        paths: Vec<(String, i64)>,
+        asked: std::sync::Mutex<(Option<i64>, std::collections::HashMap<i64, u32>)>,
+    }
+
+    /// A monitor whose clock runs [`SKEW_MS`] ahead of ours and says a second is out half a second after it.
+    /// Asked for the first time, an even second's image is not there yet and an odd one's is the previous
+    /// second's (except for the first second anyone asked for: there is no previous image to tell it from);
+    /// asked again, each is right. So every run sees the same late and repeated images, however slow it is.
+    async fn monitor(State(monitor): State<Arc<Monitor>>, request: Request) -> Response {
         let now = now_ms() + SKEW_MS;
         let path = request.uri().path().trim_start_matches('/');
         if path == kmoni::LATEST_PATH {
             return kmoni::latest_json(whole_second(now - 500), now).into_response();
         }
-        let Some(&(_, at)) = paths.iter().find(|(p, _)| p == path) else {
+        let Some(&(_, at)) = monitor.paths.iter().find(|(p, _)| p == path) else {
             return StatusCode::NOT_FOUND.into_response();
         };
-        if now >= at + 1500 {
-            image_of(at).into_response()
-        } else if now >= at + 500 && (at / 1000) % 2 == 1 {
-            image_of(at - 1000).into_response()
-        } else {
-            StatusCode::NOT_FOUND.into_response()
+        let (first, times) = {
+            let mut asked = monitor.asked.lock().unwrap();
+            let first = *asked.0.get_or_insert(at);
+            let times = asked.1.entry(at).or_default();
+            *times += 1;
+            (first, *times)
+        };
+        match (times, (at / 1000) % 2 == 1) {
+            (1, false) => StatusCode::NOT_FOUND.into_response(),
+            (1, true) if at != first => image_of(at - 1000).into_response(),
+            _ => image_of(at).into_response(),
         }
     }
 
@@ -480,7 +493,10 @@ mod tests {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let app = axum::Router::new()
             .fallback(monitor)
-            .with_state(Arc::new(paths));
+            .with_state(Arc::new(Monitor {
+                paths,
+                asked: Default::default(),
+            }));
         tokio::spawn(async move { axum::serve(listener, app).await });
 
         let mut fetcher = KmoniFetcher::new(
