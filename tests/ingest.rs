@@ -215,6 +215,59 @@ async fn garbage_other_channels_arrays_and_heartbeats() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn frames_the_archive_cannot_hold_as_decoded_are_kept_as_unstorable_and_nothing_waits() {
+    let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
+    // Valid JSON a database cannot index or hold as text: a NUL in the event id (PostgreSQL refuses it in a
+    // text column), an id of 5,000 bytes (over a B-tree entry's limit); then a text frame that is not UTF-8,
+    // and a plain report after them all, on the same socket.
+    let nul = cq_frame("2026091010\\u00001010", 1);
+    let long = cq_frame(&"9".repeat(5000), 1);
+    let not_utf8 = b"{\"type\":\"cq_eew\",\"EventID\":\"\xff\xfe\"}".to_vec();
+    let plain = cq_frame("20260910101010", 1);
+    assert!(nul.contains("\\u0000"));
+    relay.push_to("/cq_eew", nul.as_bytes()).await;
+    relay.push_to("/cq_eew", long.as_bytes()).await;
+    assert_eq!(relay.push_text_to("/cq_eew", &not_utf8).await, 1);
+    relay.push_to("/cq_eew", plain.as_bytes()).await;
+    let counts = wait_archive(&server, "four deliveries, one version", |a| {
+        a["deliveries"] == 4 && a["versions"] == 1
+    })
+    .await;
+    assert_eq!(counts["unparsed"], 3);
+    assert_eq!(
+        counts["unparsedByReason"],
+        serde_json::json!({"malformed": 1, "unstorable": 2})
+    );
+    for (delivery, sent) in [
+        nul.as_bytes(),
+        long.as_bytes(),
+        not_utf8.as_slice(),
+        plain.as_bytes(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(
+            raw_bytes(&server, delivery as i64 + 1).await.as_ref(),
+            sent,
+            "delivery {} kept byte for byte",
+            delivery + 1
+        );
+    }
+    let status = get_json(&server.url("/status")).await;
+    assert_eq!(status["writes"]["failure"], Value::Null, "{status}");
+    assert_eq!(status["writes"]["queuedFrames"], 0);
+    assert_eq!(
+        relay.connection_count("/cq_eew").await,
+        1,
+        "the text frame that is not UTF-8 did not drop the socket"
+    );
+    let reports = all_reports(&server).await;
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0]["deliveryId"], 4);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_query_reply_on_connect_is_marked_query_or_push() {
     let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
     let latest = r#"{"type":"fj_eew","EventID":"20241027182139_1","ReportTime":"2024-10-27 18:22:09","ReportNum":1,"OriginTime":"2024-10-27 18:21:43","HypoCenter":"台湾花莲县附近海域","Latitude":23.92,"Longitude":121.8,"Magunitude":5.8,"isFinal":false}"#;
@@ -380,6 +433,63 @@ async fn a_killed_server_keeps_every_committed_frame_intact_without_gaps_or_dupl
         assert!(
             frames.iter().any(|f| f.as_bytes() == bytes.as_ref()),
             "stored bytes are exactly a pushed frame"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_time_a_killed_service_was_down_is_an_outage_of_every_channel_it_held() {
+    let launched_at = osds_time::now_rfc3339();
+    let (relay, mut server) = start_connected(RelayConfig::default(), &[]).await;
+    let sources = |status: &Value| status["sources"].as_array().unwrap().clone();
+    let healthy = |server: &Server| {
+        let url = server.url("/status");
+        async move {
+            eventually(20, "every channel up", || async {
+                let status = get_json(&url).await;
+                sources(&status)
+                    .iter()
+                    .all(|s| s["health"] == "ok")
+                    .then_some(status)
+            })
+            .await
+        }
+    };
+    healthy(&server).await;
+    server.kill();
+    let killed_at = osds_time::now_rfc3339();
+    let server = start_server_in(server.into_dir(), &relay.url(), &[]);
+    let status = healthy(&server).await;
+    let outages = status["outages"].as_array().unwrap();
+    for source in sources(&status) {
+        let source = source["source"].as_str().unwrap();
+        // The outage that covers the kill: begun while the killed process ran, ended since the restart.
+        let covering: Vec<&Value> = outages
+            .iter()
+            .filter(|o| {
+                o["source"] == source && o["startedAt"].as_str().unwrap() <= killed_at.as_str()
+            })
+            .filter(|o| {
+                o["endedAt"]
+                    .as_str()
+                    .is_some_and(|end| end >= killed_at.as_str())
+            })
+            .collect();
+        assert_eq!(covering.len(), 1, "{source}: {outages:?}");
+        let started = covering[0]["startedAt"].as_str().unwrap();
+        assert!(started >= launched_at.as_str(), "{source}: {started}");
+    }
+    // The killed process's sessions end when it was last alive, not at the restart.
+    let connections = status["connections"].as_array().unwrap();
+    let interrupted: Vec<&Value> = connections
+        .iter()
+        .filter(|c| c["endReason"] == "interrupted")
+        .collect();
+    assert!(!interrupted.is_empty(), "{connections:?}");
+    for session in interrupted {
+        assert!(
+            session["endedAt"].as_str().unwrap() <= killed_at.as_str(),
+            "{session}"
         );
     }
 }

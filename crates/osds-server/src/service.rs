@@ -195,7 +195,35 @@ impl Service {
             &installed.set,
         )));
         let decoders = Arc::new(arc_swap::ArcSwap::from_pointee(installed.set));
-        writer.close_stale_sessions().await?;
+        // A previous run killed: its sessions end, and each channel it held is out from when it was last known
+        // alive with the channel connected.
+        let (alive_at, left_open) = store.last_alive(writer.ingester()).await?;
+        let mut held: std::collections::BTreeMap<String, String> = Default::default();
+        for channel in board.channels() {
+            for (path, connected_at) in &left_open {
+                if *path == channel.path || path == crate::ingest::REDUNDANT_PATH {
+                    let since = alive_at
+                        .clone()
+                        .unwrap_or_default()
+                        .max(connected_at.clone());
+                    let at = held.entry(channel.source.clone()).or_default();
+                    *at = (*at).clone().max(since);
+                }
+            }
+        }
+        if !left_open.is_empty() {
+            tracing::warn!(
+                alive_at = alive_at.as_deref().unwrap_or("unknown"),
+                sockets = left_open.len(),
+                channels = ?held,
+                "the previous run stopped without closing its connections (killed?): they end, and the channels' \
+                 outage begins, when it was last known alive"
+            );
+        }
+        let held: Vec<(String, String)> = held.into_iter().collect();
+        writer
+            .close_stale_sessions(alive_at.as_deref(), &held)
+            .await?;
         board.seed_last_received(store.last_receptions().await?);
         tracing::info!(database = %database_url, ingester = writer.ingester(), high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
         let recent = Arc::new(osds_api::recent::RecentReports::new(
@@ -481,7 +509,7 @@ impl Service {
                 let health = self.writer_task.monitor().health();
                 tracing::error!(
                     database = %self.database_url,
-                    reason = health.failure.as_ref().map_or("slow", |f| f.code),
+                    reason = health.failure.as_ref().map_or("slow", |f| f.code.as_str()),
                     frames = health.queued_frames,
                     "the archive could not write within the shutdown grace: the frames still queued are not archived"
                 );

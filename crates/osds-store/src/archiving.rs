@@ -64,6 +64,87 @@ pub enum UnitKind {
     Ignored,
 }
 
+impl Incoming {
+    /// The frame as archived when the database refused what was decoded from it (see `writer_task.rs`): its
+    /// bytes and reception, and one unparsed unit that says why.
+    pub fn unstorable(self, reason: String) -> Incoming {
+        let source = self.source().map(str::to_owned);
+        Incoming {
+            units: vec![UnitRecord {
+                unit_index: 0,
+                type_tag: None,
+                kind: UnitKind::Unparsed {
+                    source,
+                    decoder: None,
+                    error_kind: UNSTORABLE.into(),
+                    message: reason,
+                },
+            }],
+            ..self
+        }
+    }
+}
+
+/// The `error_kind` of a unit whose decoded report the archive cannot hold as decoded (its bytes are kept).
+pub const UNSTORABLE: &str = "unstorable";
+
+/// Longest event id, in bytes, the archive indexes (PostgreSQL's B-tree entries stop near 2,700 bytes; the
+/// relay's ids are a few dozen).
+const MAX_EVENT_ID_BYTES: usize = 1024;
+
+/// Why `report` cannot be archived as decoded, on either database: text PostgreSQL cannot hold (NUL), an event
+/// id too long to index, or a number that is not finite. Checked for both databases alike, so the same frames
+/// give the same archive on each; such a unit is kept as unparsed with this reason.
+pub fn unstorable_report(report: &Report) -> Option<String> {
+    let texts = [
+        ("eventId", Some(&report.event_id)),
+        ("upstreamEventId", Some(&report.upstream_event_id)),
+        ("issuedAt", report.issued_at.as_ref()),
+        ("originAt", report.origin_at.as_ref()),
+        ("epicenter", report.epicenter.as_ref()),
+    ];
+    for (field, text) in texts {
+        if text.is_some_and(|t| t.contains('\0')) {
+            return Some(format!(
+                "the decoded `{field}` contains a NUL character, which a text column cannot hold"
+            ));
+        }
+    }
+    for (field, id) in [
+        ("eventId", &report.event_id),
+        ("upstreamEventId", &report.upstream_event_id),
+    ] {
+        if id.len() > MAX_EVENT_ID_BYTES {
+            return Some(format!(
+                "the decoded `{field}` is {} bytes long; the archive indexes ids up to {MAX_EVENT_ID_BYTES}",
+                id.len()
+            ));
+        }
+    }
+    let numbers = [
+        ("latitude", report.latitude),
+        ("longitude", report.longitude),
+        ("depthKm", report.depth_km),
+        ("magnitude", report.magnitude),
+    ];
+    for (field, number) in numbers {
+        if number.is_some_and(|n| !n.is_finite()) {
+            return Some(format!("the decoded `{field}` is not a finite number"));
+        }
+    }
+    None
+}
+
+/// `text` as a text column can hold it on either database: a NUL becomes U+FFFD. For what describes a unit
+/// (its `type`, a decoder's error message), never for a report's own fields.
+fn storable(text: String) -> String {
+    if text.contains('\0') {
+        text.replace('\0', "\u{FFFD}")
+    } else {
+        text
+    }
+}
+
 /// What one ingest transaction did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct IngestSummary {
@@ -77,6 +158,15 @@ pub struct IngestSummary {
 }
 
 impl IngestSummary {
+    /// Adds what a later transaction of the same batch did.
+    pub(crate) fn merge(&mut self, later: IngestSummary) {
+        self.new_versions.extend(later.new_versions);
+        for (key, units) in later.units {
+            *self.units.entry(key).or_default() += units;
+        }
+        self.high_water = self.high_water.max(later.high_water);
+    }
+
     fn tally(&mut self, unit: &UnitRecord, source: Option<&str>, outcome: &'static str) {
         let channel = source
             .or(unit.type_tag.as_deref())
@@ -115,6 +205,11 @@ pub(crate) async fn recover_in<C: ReadContext + WriteConn>(
     let mut summary = RecoverySummary::default();
     let now = now_rfc3339();
     for item in items {
+        if let Some(reason) = unstorable_report(&item.report) {
+            // Still unparsed: its delivery says so already, and a later decoder may do better.
+            tracing::warn!(delivery = item.delivery_id, %reason, "a recovered report cannot be archived as decoded");
+            continue;
+        }
         let mut done = Statements::one("SELECT 1 AS done FROM reparses WHERE delivery_id = ?");
         done.bind(item.delivery_id);
         if !conn.rows(done, |_| ()).await?.is_empty() {
@@ -256,6 +351,23 @@ async fn archive_unit<C: ReadContext>(
         }
         UnitKind::Report {
             source,
+            decoder_name,
+            decoder_sha256,
+            report,
+            ..
+        } if unstorable_report(report).is_some() => {
+            Delivery {
+                source: Some(source.clone()),
+                decoder: Some(format!("{decoder_name}@{decoder_sha256}")),
+                error_kind: Some(UNSTORABLE.into()),
+                error_message: unstorable_report(report),
+                ..delivery("unparsed")
+            }
+            .push(pending);
+            summary.tally(unit, Some(source), "unparsed");
+        }
+        UnitKind::Report {
+            source,
             identity,
             report,
             decoder_name,
@@ -341,7 +453,7 @@ impl Delivery<'_> {
             .bind(self.incoming.received_at.clone())
             .bind(self.raw_sha256.to_string())
             .bind(self.unit.unit_index)
-            .bind(self.unit.type_tag.clone())
+            .bind(self.unit.type_tag.clone().map(storable))
             .bind(self.source)
             .bind(self.incoming.marker)
             .bind(self.outcome)
@@ -349,7 +461,7 @@ impl Delivery<'_> {
             .bind(self.event_key)
             .bind(self.decoder)
             .bind(self.error_kind)
-            .bind(self.error_message);
+            .bind(self.error_message.map(storable));
     }
 }
 

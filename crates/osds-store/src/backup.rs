@@ -393,7 +393,16 @@ pub struct RestoreOutcome {
 /// backup in (the old database, its WAL and shared-memory files are replaced), gives the archive a new identity
 /// and moves report ids past every id the replaced archive can have handed out (its horizon when it can be
 /// read, else the id reservation beside it; see `ids.rs`), so no cursor ever names two reports.
-pub async fn restore(backup_file: &Path, database_url: &str) -> anyhow::Result<RestoreOutcome> {
+///
+/// New ids continue above every id the replaced archive can have handed out: its own horizon when it can be
+/// read, else its id reservation, and above `ids_above` when given. When the database and its reservation are
+/// both lost, nothing here knows how far ids went, so the restore is refused unless `ids_above` says it (the
+/// last `highWater` any consumer may have seen): a restore must never hand out an id a consumer holds.
+pub async fn restore(
+    backup_file: &Path,
+    database_url: &str,
+    ids_above: Option<i64>,
+) -> anyhow::Result<RestoreOutcome> {
     refuse_postgres(database_url)?;
     let database = crate::database_path(database_url)?;
     let _lock = crate::ArchiveLock::acquire(&database)?;
@@ -414,8 +423,20 @@ pub async fn restore(backup_file: &Path, database_url: &str) -> anyhow::Result<R
     } else {
         Err(())
     };
-    let floor =
-        backup_high_water.max(replaced.unwrap_or_else(|()| crate::ids::reserved(&database)));
+    let reserved = crate::ids::reserved(&database);
+    let known = match (replaced, reserved, ids_above) {
+        (Ok(horizon), _, _) => horizon,
+        (Err(()), reserved, _) if reserved > 0 => reserved,
+        (Err(()), _, Some(_)) => 0,
+        (Err(()), _, None) => anyhow::bail!(
+            "{} cannot be read and its id reservation ({}) is gone: nothing says how far report ids went, and \
+             a consumer may hold a cursor above the backup's {backup_high_water}. Give --ids-above N, N at least \
+             the last highWater anyone may have seen (your monitoring's, a consumer's cursor); new ids start above it",
+            database.display(),
+            crate::beside::beside(&database, "-ids").display()
+        ),
+    };
+    let floor = backup_high_water.max(known).max(ids_above.unwrap_or(0));
 
     // The copy gets its final name only when complete and synced.
     let temporary = crate::beside::beside(&database, "-restoring");
@@ -531,7 +552,7 @@ mod tests {
             let _ = std::fs::remove_file(dir.join(name));
         }
 
-        let outcome = restore(&backup, &url).await.unwrap();
+        let outcome = restore(&backup, &url, None).await.unwrap();
         assert_eq!(outcome.backup_high_water, 5);
         assert!(outcome.id_floor >= 8, "{outcome:?}");
         let (store, mut writer) = crate::open(&url).await.unwrap();
@@ -545,5 +566,83 @@ mod tests {
         let ids: Vec<i64> = summary.new_versions.iter().map(|v| v.id).collect();
         assert_eq!(ids, [outcome.id_floor + 1]);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Every loss a restore can meet: what survives decides the floor, and when nothing says how far ids went
+    /// the restore is refused unless `--ids-above` says it. In no case does a new id repeat one handed out.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_restore_never_reuses_an_id_whatever_was_lost() {
+        use crate::test_archive::{archive, frames};
+        #[derive(Debug, Clone, Copy)]
+        enum Loss {
+            Nothing,
+            Database,
+            Reservation,
+            Both,
+            DamagedAndReservation,
+        }
+        for (loss, ids_above, expected_floor) in [
+            (Loss::Nothing, None, Some(8..=8)),
+            (Loss::Database, None, Some(8..=8 + 1024)),
+            (Loss::Reservation, None, Some(8..=8)),
+            (Loss::Both, None, None),
+            (Loss::DamagedAndReservation, None, None),
+            (Loss::Both, Some(8), Some(8..=8)),
+            (Loss::DamagedAndReservation, Some(20), Some(20..=20)),
+            (Loss::Nothing, Some(30), Some(30..=30)),
+        ] {
+            let what = format!("{loss:?} lost, --ids-above {ids_above:?}");
+            let (_store, mut writer, dir) = archive("restore-loss", 5).await;
+            let url = format!("sqlite://{}/osds.db", dir.display());
+            let backup = backup(&url, &dir.join("backups"), 1)
+                .await
+                .unwrap()
+                .backup
+                .path;
+            let session = writer
+                .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+                .await
+                .unwrap();
+            writer.ingest(&frames(session, 6..=8)).await.unwrap();
+            assert_eq!(writer.high_water(), 8, "a consumer may hold cursor 8");
+            writer.close().await.unwrap();
+            let remove = |name: &str| {
+                let _ = std::fs::remove_file(dir.join(name));
+            };
+            if matches!(loss, Loss::Database | Loss::Both) {
+                ["osds.db", "osds.db-wal", "osds.db-shm"]
+                    .into_iter()
+                    .for_each(remove);
+            }
+            if matches!(loss, Loss::DamagedAndReservation) {
+                std::fs::write(dir.join("osds.db"), b"not a database").unwrap();
+            }
+            if matches!(
+                loss,
+                Loss::Reservation | Loss::Both | Loss::DamagedAndReservation
+            ) {
+                remove("osds.db-ids");
+            }
+            let outcome = restore(&backup, &url, ids_above).await;
+            match expected_floor {
+                None => {
+                    let error = format!("{:#}", outcome.unwrap_err());
+                    assert!(error.contains("--ids-above"), "{what}: {error}");
+                }
+                Some(floor) => {
+                    let outcome = outcome.unwrap_or_else(|e| panic!("{what}: {e:#}"));
+                    assert!(floor.contains(&outcome.id_floor), "{what}: {outcome:?}");
+                    let (_, mut writer) = crate::open(&url).await.unwrap();
+                    let session = writer
+                        .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+                        .await
+                        .unwrap();
+                    let summary = writer.ingest(&frames(session, 100..=100)).await.unwrap();
+                    assert_eq!(summary.new_versions[0].id, outcome.id_floor + 1, "{what}");
+                    writer.close().await.unwrap();
+                }
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

@@ -13,6 +13,8 @@ pub struct ArchiveCounts {
     pub raw_payloads: i64,
     /// Deliveries that did not decode and have not been recovered by a later decoder.
     pub unparsed: i64,
+    /// The same, per reason (the decoder's error kind, or `unstorable`: see `archiving::unstorable_report`).
+    pub unparsed_by_reason: std::collections::BTreeMap<String, i64>,
     /// Unparsed deliveries a later decoder recovered (`osds reparse`).
     pub recovered: i64,
     pub ignored: i64,

@@ -47,5 +47,6 @@ pub use rows::*;
 pub use store::{DEFAULT_DATABASE_URL, Store, database_path};
 pub use writer::Writer;
 pub use writer_task::{
-    CommitHook, DEFAULT_QUEUE_BYTES, WriteFailure, WriteHealth, WriteMonitor, WriterTask,
+    CommitHook, DEFAULT_QUEUE_BYTES, FailureCode, WriteFailure, WriteHealth, WriteMonitor,
+    WriterTask,
 };

@@ -732,7 +732,7 @@ impl Store {
              (SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate') AS duplicates",
             self.db.horizon()
         );
-        let counts = self
+        let mut counts = self
             .db
             .one(Statements::one(&sql), |row| ArchiveCounts {
                 events: row.int("events"),
@@ -740,12 +740,27 @@ impl Store {
                 deliveries: row.int("deliveries"),
                 raw_payloads: row.int("raw_payloads"),
                 unparsed: row.int("unparsed"),
+                unparsed_by_reason: Default::default(),
                 recovered: row.int("recovered"),
                 ignored: row.int("ignored"),
                 duplicates: row.int("duplicates"),
                 high_water: row.int("high_water"),
             })
             .await?;
+        counts.unparsed_by_reason = self
+            .db
+            .rows(
+                Statements::one(
+                    "SELECT COALESCE(error_kind, 'unknown') AS reason, COUNT(*) AS n FROM deliveries d \
+                     WHERE outcome = 'unparsed' \
+                     AND NOT EXISTS (SELECT 1 FROM reparses r WHERE r.delivery_id = d.id) \
+                     GROUP BY COALESCE(error_kind, 'unknown')",
+                ),
+                |row| (row.text("reason"), row.int("n")),
+            )
+            .await?
+            .into_iter()
+            .collect();
         if let Ok(mut cached) = self.counts.lock() {
             *cached = Some((key, counts.clone()));
         }
@@ -842,6 +857,34 @@ impl Store {
             "SELECT {OUTAGE_COLUMNS} FROM outages WHERE ended_at IS NULL ORDER BY id"
         ));
         self.db.rows(query, outage_row).await
+    }
+
+    /// What a previous run of ingester `ingester` (`None` on SQLite) left when it stopped without closing its
+    /// sessions: when it was last known alive, and the sessions still open and connected, as (path,
+    /// connected_at).
+    pub async fn last_alive(
+        &self,
+        ingester: Option<&str>,
+    ) -> anyhow::Result<(Option<String>, Vec<(String, String)>)> {
+        let mut alive = Statements::one("SELECT alive_at FROM liveness WHERE ingester = ?");
+        alive.bind(ingester.unwrap_or_default());
+        let alive_at = self
+            .db
+            .rows(alive, |r| r.text("alive_at"))
+            .await?
+            .into_iter()
+            .next();
+        let mut open = Statements::one(&format!(
+            "SELECT path, connected_at FROM sessions WHERE ended_at IS NULL AND connected_at IS NOT NULL \
+             AND COALESCE({}, '') = ? ORDER BY id",
+            self.db.session_ingester("sessions")
+        ));
+        open.bind(ingester.unwrap_or_default());
+        let sessions = self
+            .db
+            .rows(open, |r| (r.text("path"), r.text("connected_at")))
+            .await?;
+        Ok((alive_at, sessions))
     }
 
     /// Time of the last archived reception of each source.

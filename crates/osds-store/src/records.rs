@@ -31,21 +31,36 @@ pub(crate) fn open_session(
 }
 
 /// Ends the sessions a previous run left open (stopped without closing them): all of them, or on an archive
-/// several ingesters share only `ingester`'s (another's may be live).
-pub(crate) fn close_stale_sessions(ingester: Option<&str>) -> Statements {
+/// several ingesters share only `ingester`'s (another's may be live). They end when the dead process was last
+/// known alive (`alive_at`, never before a session connected), else now.
+pub(crate) fn close_stale_sessions(ingester: Option<&str>, alive_at: Option<&str>) -> Statements {
+    let at = alive_at.map_or_else(now_rfc3339, str::to_owned);
     let mut s = Statements::one(match ingester {
         Some(_) => {
-            "UPDATE sessions SET ended_at = ?, end_reason = 'interrupted' \
-             WHERE ended_at IS NULL AND ingester = ?"
+            "UPDATE sessions SET ended_at = CASE WHEN COALESCE(connected_at, started_at) > ? \
+             THEN COALESCE(connected_at, started_at) ELSE ? END, \
+             end_reason = 'interrupted' WHERE ended_at IS NULL AND ingester = ?"
         }
         None => {
-            "UPDATE sessions SET ended_at = ?, end_reason = 'interrupted' WHERE ended_at IS NULL"
+            "UPDATE sessions SET ended_at = CASE WHEN COALESCE(connected_at, started_at) > ? \
+             THEN COALESCE(connected_at, started_at) ELSE ? END, \
+             end_reason = 'interrupted' WHERE ended_at IS NULL"
         }
     });
-    s.bind(now_rfc3339());
+    s.bind(at.clone()).bind(at);
     if let Some(ingester) = ingester {
         s.bind(ingester);
     }
+    s
+}
+
+/// Records that ingester `ingester` (`''` on SQLite) is alive now.
+pub(crate) fn mark_alive(ingester: &str) -> Statements {
+    let mut s = Statements::one(
+        "INSERT INTO liveness (ingester, alive_at) VALUES (?, ?) \
+         ON CONFLICT (ingester) DO UPDATE SET alive_at = excluded.alive_at",
+    );
+    s.bind(ingester).bind(now_rfc3339());
     s
 }
 
@@ -66,6 +81,16 @@ pub(crate) fn session_ended(id: i64, reason: &str) -> Statements {
 /// Starts an outage of `source` unless one is already open (an outage survives a restart of the service).
 pub(crate) fn outage_begin(source: &str, reason: &str) -> Statements {
     outage_begin_unless(source, reason, None)
+}
+
+/// [`outage_begin`] at `at` rather than now (a crashed process's channels, from when it was last alive).
+pub(crate) fn outage_begin_at(source: &str, reason: &str, at: &str) -> Statements {
+    let mut s = Statements::one(
+        "INSERT INTO outages (source, started_at, reason) SELECT ?, ?, ? \
+         WHERE NOT EXISTS (SELECT 1 FROM outages WHERE source = ? AND ended_at IS NULL)",
+    );
+    s.bind(source).bind(at).bind(reason).bind(source);
+    s
 }
 
 /// [`outage_begin`], also not while `held` holds: a condition on the channel, its one `?` bound to `source`

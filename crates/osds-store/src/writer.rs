@@ -187,8 +187,16 @@ impl Writer {
         self.run(records::session_ended(id, reason)).await.map(drop)
     }
 
-    /// Sessions of this ingester left open by a previous run that stopped without closing them.
-    pub async fn close_stale_sessions(&mut self) -> anyhow::Result<()> {
+    /// After a previous run of this ingester stopped without closing its sessions (it was killed): ends them
+    /// at `alive_at`, the last moment it was known alive (see [`crate::Store::last_alive`]; now when it is not
+    /// known), and on SQLite begins the outage of each channel in `held` (source, when it was last known held)
+    /// there: the time the service was down is an outage, ended when a socket of the channel connects again.
+    /// (On PostgreSQL the channels a killed ingester held are found by `stale_holders`.)
+    pub async fn close_stale_sessions(
+        &mut self,
+        alive_at: Option<&str>,
+        held: &[(String, String)],
+    ) -> anyhow::Result<()> {
         let ingester = match &self.backend {
             Backend::Sqlite(_) => None,
             // A writer of no ingester (an API replica's) has no sessions of its own.
@@ -197,9 +205,30 @@ impl Writer {
                 None => return Ok(()),
             },
         };
-        self.run(records::close_stale_sessions(ingester.as_deref()))
-            .await
-            .map(drop)
+        let mut statements = records::close_stale_sessions(ingester.as_deref(), alive_at);
+        if let Backend::Sqlite(_) = &self.backend {
+            for (source, at) in held {
+                statements.extend(records::outage_begin_at(
+                    source,
+                    "service stopped unexpectedly",
+                    at,
+                ));
+            }
+        }
+        on_backend!(self, b => b.in_transaction(statements).await)
+    }
+
+    /// Records that this ingester is alive now (the archive task does, every few seconds); a writer of no
+    /// ingester does nothing.
+    pub async fn mark_alive(&mut self) -> anyhow::Result<()> {
+        let name = match &self.backend {
+            Backend::Sqlite(_) => String::new(),
+            Backend::Postgres(b) => match b.ingester() {
+                Some(name) => name.to_owned(),
+                None => return Ok(()),
+            },
+        };
+        self.run(records::mark_alive(&name)).await.map(drop)
     }
 
     /// This process lost `source`: its outage starts unless one is already open (an outage survives a restart

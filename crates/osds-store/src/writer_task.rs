@@ -18,6 +18,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 const GROUP_COMMIT_MAX: usize = 512;
 /// How often the horizon is re-read for versions appended by another process.
 const HORIZON_CHECK: Duration = Duration::from_secs(1);
+/// How often the task records that the process is alive: after a crash, the outage of the channels it held
+/// begins at most this long before the process died.
+const ALIVE_EVERY: Duration = Duration::from_secs(5);
 /// The first wait after a failed write; it doubles up to [`RETRY_CAP`].
 const FIRST_RETRY: Duration = Duration::from_millis(100);
 const RETRY_CAP: Duration = Duration::from_secs(5);
@@ -46,6 +49,8 @@ enum Write {
         started_at: String,
     },
     SessionConnected(i64),
+    /// This process is alive (see [`Writer::mark_alive`]).
+    Alive,
     SessionEnded(i64, String),
     OutageBegin(String, String),
     OutageEnd(String),
@@ -64,6 +69,7 @@ impl Write {
             Write::Batch(_) => "archiving frames",
             Write::OpenSession { .. } => "recording a session",
             Write::SessionConnected(_) => "recording a connect",
+            Write::Alive => "recording that the service is alive",
             Write::SessionEnded(..) => "recording a disconnect",
             Write::OutageBegin(..) => "recording an outage",
             Write::OutageEnd(_) => "ending an outage",
@@ -88,6 +94,7 @@ impl Write {
                     .await?
             }
             Write::SessionConnected(id) => writer.session_connected(*id).await?,
+            Write::Alive => writer.mark_alive().await?,
             Write::SessionEnded(id, reason) => writer.session_ended(*id, reason).await?,
             Write::OutageBegin(source, reason) => writer.outage_begin(source, reason).await?,
             Write::OutageEnd(source) => writer.outage_end(source).await?,
@@ -123,11 +130,51 @@ pub struct WriterTask {
     next_session_id: Arc<AtomicI64>,
 }
 
+/// Why a write failed, named for either database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureCode {
+    /// No room for the archive (SQLite `SQLITE_FULL`, PostgreSQL `53100`).
+    DiskFull,
+    /// The file system failed a read or write (an I/O error, SQLite `SQLITE_IOERR`, PostgreSQL `58030`).
+    IoError,
+    /// Another process holds a lock the write needs (SQLite `SQLITE_BUSY`/`SQLITE_LOCKED`, PostgreSQL `55P03`,
+    /// a deadlock or serialisation failure).
+    Locked,
+    /// The database server cannot be reached, refuses connections or is shutting down (PostgreSQL classes 08
+    /// and 57P, `53300`, a read-only server, a lost connection).
+    Unavailable,
+    /// The database refused the data of the write itself (PostgreSQL classes 22, 23 and 54; SQLite
+    /// `SQLITE_TOOBIG`, `SQLITE_CONSTRAINT`, `SQLITE_MISMATCH`, `SQLITE_RANGE`): tied to a frame, so retrying
+    /// cannot help. Such a frame is archived alone as unstorable; writes never stop for it.
+    RefusedData,
+    /// Any other refusal.
+    WriteFailed,
+}
+
+impl FailureCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureCode::DiskFull => "disk_full",
+            FailureCode::IoError => "io_error",
+            FailureCode::Locked => "locked",
+            FailureCode::Unavailable => "unavailable",
+            FailureCode::RefusedData => "refused_data",
+            FailureCode::WriteFailed => "write_failed",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why the archive cannot write at the moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteFailure {
-    /// A stable reason: `disk_full`, `io_error`, `locked` or `write_failed`.
-    pub code: &'static str,
+    pub code: FailureCode,
     /// When writes began to fail (RFC 3339).
     pub since: String,
     /// Failed attempts so far.
@@ -339,6 +386,8 @@ async fn run(
     let mut pending: Option<Command> = None;
     let mut horizon_check = tokio::time::interval(HORIZON_CHECK);
     horizon_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut alive = tokio::time::interval(ALIVE_EVERY);
+    alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let command = match pending.take() {
             Some(command) => command,
@@ -360,6 +409,7 @@ async fn run(
                     }
                     continue;
                 }
+                _ = alive.tick() => Command::Write(Write::Alive),
                 horizon = followed_change(&mut followed) => {
                     raise_horizon(&high_water, horizon);
                     continue;
@@ -381,8 +431,7 @@ async fn run(
                 }
                 let size: usize = batch.iter().map(|i| i.frame.len()).sum();
                 let count = batch.len();
-                let write = Write::Batch(batch);
-                if let Some(summary) = persist(&mut writer, &state, &write).await {
+                if let Some(summary) = archive(&mut writer, &state, batch).await {
                     for ((source, outcome), units) in &summary.units {
                         metrics::counter!("osds_ingest_units_total", "source" => source.clone(), "outcome" => *outcome)
                             .increment(*units);
@@ -406,7 +455,8 @@ async fn run(
                 state.queued_bytes -= size;
             }
             Command::Write(write) => {
-                persist(&mut writer, &state, &write).await;
+                // Nothing in these is a frame's: a refusal is retried like any failure.
+                let _ = persist(&mut writer, &state, &write, false).await;
             }
             Command::Flush(reply) => {
                 let _ = reply.send(());
@@ -436,14 +486,97 @@ async fn followed_change(followed: &mut Option<watch::Receiver<i64>>) -> i64 {
     *receiver.borrow_and_update()
 }
 
+/// Archives `batch`. When the database refuses the data of the group commit ([`FailureCode::RefusedData`]),
+/// its frames are archived one by one, in order, and a frame refused on its own is archived as unstorable
+/// (its bytes, its reception and why: see [`Incoming::unstorable`]): one frame never stops the others, and is
+/// never retried for ever. Any other failure is retried until the archive takes the write.
+async fn archive(
+    writer: &mut Writer,
+    state: &Mutex<WriteHealth>,
+    batch: Vec<Incoming>,
+) -> Option<IngestSummary> {
+    let write = Write::Batch(batch);
+    let refused = match persist(writer, state, &write, true).await {
+        Ok(summary) => return summary,
+        Err(refused) => refused,
+    };
+    let Write::Batch(batch) = write else {
+        unreachable!("a batch was written")
+    };
+    let mut total: Option<IngestSummary> = None;
+    let alone = batch.len() == 1;
+    for frame in batch {
+        let write = Write::Batch(vec![frame]);
+        let refused = if alone {
+            format!("{refused:#}")
+        } else {
+            match persist(writer, state, &write, true).await {
+                Ok(done) => {
+                    add(&mut total, done);
+                    continue;
+                }
+                Err(e) => format!("{e:#}"),
+            }
+        };
+        let Write::Batch(mut frames) = write else {
+            unreachable!("a frame was written")
+        };
+        let frame = frames.remove(0);
+        tracing::error!(
+            session_id = frame.session_id,
+            received_at = %frame.received_at,
+            bytes = frame.frame.len(),
+            source = frame.source().unwrap_or("unrouted"),
+            reason = %refused,
+            "the database refused a frame's decoded data: it is archived as unstorable (bytes and reception kept)"
+        );
+        let kept = Write::Batch(vec![frame.unstorable(format!(
+            "the database refused what was decoded from it: {refused}"
+        ))]);
+        match persist(writer, state, &kept, true).await {
+            Ok(done) => add(&mut total, done),
+            Err(e) => {
+                let Write::Batch(frames) = kept else {
+                    unreachable!("a frame was written")
+                };
+                drop_refused(state, &frames[0], &e);
+            }
+        }
+    }
+    total
+}
+
+fn add(total: &mut Option<IngestSummary>, done: Option<IngestSummary>) {
+    match (total.as_mut(), done) {
+        (Some(total), Some(done)) => total.merge(done),
+        (None, done) => *total = done,
+        (Some(_), None) => {}
+    }
+}
+
+/// A frame the database refused even as bytes alone: it cannot be kept, and is counted as dropped.
+fn drop_refused(state: &Mutex<WriteHealth>, frame: &Incoming, error: &anyhow::Error) {
+    let source = frame.source().unwrap_or("unrouted").to_string();
+    *lock(state).dropped.entry(source.clone()).or_default() += 1;
+    metrics::counter!("osds_ingest_dropped_frames_total", "source" => source.clone()).increment(1);
+    tracing::error!(
+        %source,
+        bytes = frame.frame.len(),
+        error = %format!("{error:#}"),
+        "the database refused even the bytes of a received frame: it is dropped"
+    );
+}
+
 /// Runs `write` until the archive takes it, waiting longer after each failure (up to [`RETRY_CAP`]): nothing
 /// is dropped because a write failed. Meanwhile the failure is shown in the task's state; the first success
-/// clears it.
+/// clears it. With `frame_tied`, a refusal of the write's data ([`FailureCode::RefusedData`]) is returned at
+/// once instead: retrying the same data cannot help.
 async fn persist(
     writer: &mut Writer,
     state: &Mutex<WriteHealth>,
     write: &Write,
-) -> Option<IngestSummary> {
+    frame_tied: bool,
+) -> Result<Option<IngestSummary>, anyhow::Error> {
     let mut delay = FIRST_RETRY;
     loop {
         let started = std::time::Instant::now();
@@ -455,16 +588,19 @@ async fn persist(
                 }
                 if let Some(failure) = lock(state).failure.take() {
                     tracing::warn!(
-                        code = failure.code,
+                        code = %failure.code,
                         since = %failure.since,
                         attempts = failure.attempts,
                         "the archive writes again"
                     );
                 }
-                return done;
+                return Ok(done);
             }
             Err(e) => {
                 let code = failure_code(&e);
+                if frame_tied && code == FailureCode::RefusedData {
+                    return Err(e);
+                }
                 let attempts = {
                     let mut state = lock(state);
                     let failure = state.failure.get_or_insert_with(|| WriteFailure {
@@ -478,7 +614,7 @@ async fn persist(
                 };
                 tracing::error!(
                     error = %format!("{e:#}"),
-                    code,
+                    %code,
                     attempts,
                     retry_in = ?delay,
                     "{} failed; retrying (received frames wait in the ingest queue)",
@@ -491,44 +627,197 @@ async fn persist(
     }
 }
 
-/// A stable reason for a failed write, from the error's chain.
-fn failure_code(error: &anyhow::Error) -> &'static str {
+/// The reason for a failed write, from the error's chain.
+fn failure_code(error: &anyhow::Error) -> FailureCode {
     for cause in error.chain() {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::StorageFull {
-                return "disk_full";
-            }
-            return "io_error";
+            return io_failure(io);
         }
-        if let Some(sqlx::Error::Database(db)) = cause.downcast_ref::<sqlx::Error>() {
-            return sqlite_failure(db.code().and_then(|c| c.parse::<i64>().ok()));
+        if let Some(error) = cause.downcast_ref::<sqlx::Error>() {
+            return match error {
+                sqlx::Error::Database(db) => {
+                    match db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+                        Some(pg) => postgres_failure(pg.code()),
+                        None => sqlite_failure(db.code().and_then(|c| c.parse::<i64>().ok())),
+                    }
+                }
+                sqlx::Error::Io(io) => io_failure(io),
+                sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::WorkerCrashed => FailureCode::Unavailable,
+                _ => FailureCode::WriteFailed,
+            };
         }
         if let Some(rusqlite::Error::SqliteFailure(failure, _)) =
             cause.downcast_ref::<rusqlite::Error>()
         {
             return sqlite_failure(Some(i64::from(failure.extended_code)));
         }
-        if let Some(sqlx::Error::Io(io)) = cause.downcast_ref::<sqlx::Error>() {
-            return if io.kind() == std::io::ErrorKind::StorageFull {
-                "disk_full"
-            } else {
-                "io_error"
-            };
-        }
     }
-    "write_failed"
+    FailureCode::WriteFailed
+}
+
+fn io_failure(io: &std::io::Error) -> FailureCode {
+    if io.kind() == std::io::ErrorKind::StorageFull {
+        FailureCode::DiskFull
+    } else {
+        FailureCode::IoError
+    }
 }
 
 /// The reason for SQLite's (extended) result `code`: its primary code is the low byte.
-fn sqlite_failure(code: Option<i64>) -> &'static str {
+fn sqlite_failure(code: Option<i64>) -> FailureCode {
     match code.map(|c| c & 0xff) {
-        Some(13) => "disk_full",
-        Some(10) => "io_error",
-        Some(5 | 6) => "locked",
-        _ => "write_failed",
+        Some(13) => FailureCode::DiskFull,
+        Some(10) => FailureCode::IoError,
+        Some(5 | 6) => FailureCode::Locked,
+        // TOOBIG, CONSTRAINT, MISMATCH, RANGE: the statement's data.
+        Some(18 | 19 | 20 | 25) => FailureCode::RefusedData,
+        _ => FailureCode::WriteFailed,
+    }
+}
+
+/// The reason for PostgreSQL's SQLSTATE `code` (its class is the first two characters).
+fn postgres_failure(code: &str) -> FailureCode {
+    match code {
+        "53100" => FailureCode::DiskFull,
+        "58030" => FailureCode::IoError,
+        "55P03" | "40P01" | "40001" => FailureCode::Locked,
+        "53300" | "25006" => FailureCode::Unavailable,
+        _ => match code.get(..2) {
+            Some("08" | "57") => FailureCode::Unavailable,
+            // Data exceptions (a NUL in text, an invalid encoding), integrity violations, program limits (an
+            // index entry too large).
+            Some("22" | "23" | "54") => FailureCode::RefusedData,
+            _ => FailureCode::WriteFailed,
+        },
     }
 }
 
 fn lock(state: &Mutex<WriteHealth>) -> std::sync::MutexGuard<'_, WriteHealth> {
     state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_archive::frames;
+    use crate::test_postgres::Cluster;
+
+    /// Archives three frames through the archive task on `url`, after `refuse` (SQL that makes the database
+    /// refuse the second frame's report as bad data, as a trigger can stand for any such refusal); returns the
+    /// deliveries' (outcome, error kind, report id) and the task's health.
+    async fn archive_around_a_refused_frame(
+        url: &str,
+        refuse: &[&str],
+    ) -> (Vec<(String, Option<String>, Option<i64>)>, WriteHealth) {
+        let (store, mut writer) = crate::open(url).await.unwrap();
+        writer.register_ingester("poison").await.unwrap();
+        let task = WriterTask::spawn(writer, DEFAULT_QUEUE_BYTES, None, None).unwrap();
+        let session = task.open_session("/cq_eew", "primary", "ws://relay.invalid/cq_eew");
+        task.flush().await;
+        for sql in refuse {
+            use sqlx::Connection;
+            if crate::is_postgres_url(url) {
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+            } else {
+                let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+            }
+        }
+        // Events 10, 11 and 12, one frame each (ids 30, 33, 36); the second is refused. Whether the three go in
+        // one commit or several, the outcome is the same.
+        let sent: Vec<Incoming> = frames(session, 30..=36).into_iter().step_by(3).collect();
+        for frame in sent {
+            task.ingest(frame);
+        }
+        task.flush().await;
+        let health = task.monitor().health();
+        let query = crate::statements::Statements::one(
+            "SELECT outcome, error_kind, report_id FROM deliveries ORDER BY id",
+        );
+        let rows = store
+            .db
+            .rows(query, |r| {
+                (
+                    r.text("outcome"),
+                    r.opt_text("error_kind"),
+                    r.opt_int("report_id"),
+                )
+            })
+            .await
+            .unwrap();
+        task.close().await.unwrap();
+        (rows, health)
+    }
+
+    fn expected() -> Vec<(String, Option<String>, Option<i64>)> {
+        vec![
+            ("new-version".into(), None, Some(1)),
+            (
+                "unparsed".into(),
+                Some(crate::archiving::UNSTORABLE.into()),
+                None,
+            ),
+            ("new-version".into(), None, Some(2)),
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_frame_sqlite_refuses_is_kept_as_unstorable_and_the_others_are_archived() {
+        let dir = std::env::temp_dir().join(format!(
+            "osds-poison-{}-{}",
+            std::process::id(),
+            osds_time::now_ms()
+        ));
+        let (rows, health) = archive_around_a_refused_frame(
+            &format!("sqlite://{}/osds.db", dir.display()),
+            &[
+                "CREATE TRIGGER poison BEFORE INSERT ON reports WHEN NEW.event_id = 'cq:11' \
+               BEGIN SELECT RAISE(ABORT, 'poisoned'); END",
+            ],
+        )
+        .await;
+        assert_eq!(rows, expected());
+        assert_eq!(health.failure, None);
+        assert!(health.dropped.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_frame_postgres_refuses_is_kept_as_unstorable_and_the_others_are_archived() {
+        let cluster = Cluster::start("poison");
+        let url = cluster.database("osds").await;
+        let (rows, health) = archive_around_a_refused_frame(
+            &url,
+            &[
+                "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 IF NEW.event_id = 'cq:11' THEN RAISE EXCEPTION 'poisoned' USING ERRCODE = '22000'; END IF; \
+                 RETURN NEW; END $$",
+                "CREATE TRIGGER poison BEFORE INSERT ON reports FOR EACH ROW EXECUTE FUNCTION poison()",
+            ],
+        )
+        .await;
+        assert_eq!(rows, expected());
+        assert_eq!(health.failure, None);
+        assert!(health.dropped.is_empty());
+    }
+
+    #[test]
+    fn failure_codes_are_named_per_database() {
+        assert_eq!(postgres_failure("22021"), FailureCode::RefusedData);
+        assert_eq!(postgres_failure("54000"), FailureCode::RefusedData);
+        assert_eq!(postgres_failure("53100"), FailureCode::DiskFull);
+        assert_eq!(postgres_failure("57P01"), FailureCode::Unavailable);
+        assert_eq!(postgres_failure("08006"), FailureCode::Unavailable);
+        assert_eq!(postgres_failure("55P03"), FailureCode::Locked);
+        assert_eq!(postgres_failure("42P01"), FailureCode::WriteFailed);
+        // SQLite's extended codes: SQLITE_BUSY_SNAPSHOT, SQLITE_FULL, SQLITE_CONSTRAINT_TRIGGER.
+        assert_eq!(sqlite_failure(Some(517)), FailureCode::Locked);
+        assert_eq!(sqlite_failure(Some(13)), FailureCode::DiskFull);
+        assert_eq!(sqlite_failure(Some(1811)), FailureCode::RefusedData);
+    }
 }

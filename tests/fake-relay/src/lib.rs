@@ -162,6 +162,22 @@ impl FakeRelay {
         self.send_where(bytes, |p| p == path).await
     }
 
+    /// Sends `bytes` to the clients of one path as a text frame even when they are not UTF-8 (a relay that
+    /// breaks the protocol that way).
+    pub async fn push_text_to(&self, path: &str, bytes: &[u8]) -> usize {
+        use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+        use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+        let clients = self.shared.clients.lock().await;
+        clients
+            .values()
+            .filter(|c| c.path == path)
+            .filter(|c| {
+                let frame = Frame::message(bytes.to_vec(), OpCode::Data(Data::Text), true);
+                c.out.send(Out::Frame(Message::Frame(frame))).is_ok()
+            })
+            .count()
+    }
+
     async fn send_where(&self, bytes: &[u8], matches: impl Fn(&str) -> bool) -> usize {
         if self.shared.silent.load(Ordering::SeqCst) {
             return 0;

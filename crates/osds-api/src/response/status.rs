@@ -81,7 +81,7 @@ pub struct Writes {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WriteFailure {
-    pub code: &'static str,
+    pub code: osds_store::FailureCode,
     pub since: String,
     pub attempts: u64,
 }
@@ -132,6 +132,7 @@ pub struct Archive {
     pub deliveries: i64,
     pub raw_payloads: i64,
     pub unparsed: i64,
+    pub unparsed_by_reason: std::collections::BTreeMap<String, i64>,
     pub recovered: i64,
     pub ignored: i64,
     pub duplicates: i64,
@@ -146,6 +147,7 @@ impl From<ArchiveCounts> for Archive {
             deliveries: c.deliveries,
             raw_payloads: c.raw_payloads,
             unparsed: c.unparsed,
+            unparsed_by_reason: c.unparsed_by_reason,
             recovered: c.recovered,
             ignored: c.ignored,
             duplicates: c.duplicates,

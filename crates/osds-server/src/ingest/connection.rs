@@ -4,6 +4,7 @@
 use super::UpstreamConfig;
 use super::board::UpstreamBoard;
 use super::pipeline::{self, MARKER_PRIMARY_PUSH, MARKER_QUERY_OR_PUSH, MARKER_REDUNDANT_PUSH};
+use super::socket::{self, Socket};
 use futures_util::{SinkExt, StreamExt};
 use osds_runtime::SharedDecoders;
 use osds_runtime::units;
@@ -56,13 +57,8 @@ pub(super) async fn run(mut cx: Context) {
         let limits = WebSocketConfig::default()
             .max_frame_size(Some(cx.config.max_frame_bytes))
             .max_message_size(Some(cx.config.max_frame_bytes));
-        match timeout(
-            CONNECT_TIMEOUT,
-            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(limits), false),
-        )
-        .await
-        {
-            Ok(Ok((socket, _))) => {
+        match timeout(CONNECT_TIMEOUT, socket::connect(&url, limits)).await {
+            Ok(Ok(socket)) => {
                 backoff = FIRST_RETRY;
                 let session_id = cx.writer.open_session(&cx.path, cx.role(), &url);
                 cx.writer.session_connected(session_id);
@@ -150,9 +146,6 @@ fn list_query_item() -> (String, String) {
     )
 }
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 /// Reads frames until the connection fails, falls silent or the service stops. Returns why it ended.
 async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
     let config = cx.config.clone();
@@ -195,6 +188,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
         tokio::select! {
             message = socket.next() => {
                 let bytes = match message {
+                    // (Text frames arrive as binary: see `socket.rs`.)
                     Some(Ok(Message::Text(text))) => text.as_bytes().to_vec(),
                     Some(Ok(Message::Binary(bytes))) => bytes.to_vec(),
                     // Protocol pings keep TCP alive (tungstenite answers them); they are not messages, so a

@@ -5,8 +5,12 @@
 mod board;
 mod connection;
 mod pipeline;
+mod socket;
 
-pub use board::{ChannelSpec, UpstreamBoard};
+#[cfg(test)]
+mod hostile_tests;
+
+pub use board::{ChannelSpec, REDUNDANT_PATH, UpstreamBoard};
 
 use osds_runtime::SharedDecoders;
 use osds_store::WriterTask;

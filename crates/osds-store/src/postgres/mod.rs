@@ -395,17 +395,21 @@ impl PgWriter {
 /// Serialises the outage bookkeeping of all ingesters (an advisory lock key no ingester number takes).
 const OUTAGES_LOCK: &str = "SELECT pg_advisory_xact_lock(-1)";
 
-/// Records the outages of channels whose only holders stopped without saying so (killed), and forgets their
-/// holdings. Run by every ingester now and then, and by one registering (its own rows of a previous run are
+/// Records the outages of channels whose only holders stopped without saying so (killed), forgets their
+/// holdings and ends their sessions. Run by every ingester now and then, and by one registering (its own rows of a previous run are
 /// such).
 fn stale_holders() -> Statements {
     let mut s = Statements::one(OUTAGES_LOCK);
+    // The outage begins when the last of its holders was last known alive (never before it took the channel).
     s.push(&format!(
         "INSERT INTO outages (source, started_at, reason) \
-         SELECT DISTINCT h.source, ?, 'ingester stopped' FROM channel_holders h \
+         SELECT h.source, COALESCE(MAX(GREATEST(l.alive_at, h.since)), ?), 'ingester stopped' \
+         FROM channel_holders h \
+         LEFT JOIN ingesters i ON i.number = h.ingester LEFT JOIN liveness l ON l.ingester = i.name \
          WHERE NOT {} \
          AND NOT EXISTS (SELECT 1 FROM channel_holders o WHERE o.source = h.source AND {}) \
-         AND NOT EXISTS (SELECT 1 FROM outages x WHERE x.source = h.source AND x.ended_at IS NULL)",
+         AND NOT EXISTS (SELECT 1 FROM outages x WHERE x.source = h.source AND x.ended_at IS NULL) \
+         GROUP BY h.source",
         ingester_runs("h.ingester"),
         ingester_runs("o.ingester"),
     ))
@@ -414,6 +418,18 @@ fn stale_holders() -> Statements {
         "DELETE FROM channel_holders h WHERE NOT {}",
         ingester_runs("h.ingester")
     ));
+    // Their sessions end when they were last known alive (an ingester started under another name never
+    // closes them itself).
+    s.push(&format!(
+        "UPDATE sessions s SET end_reason = 'interrupted', ended_at = \
+         CASE WHEN COALESCE(s.connected_at, s.started_at) > COALESCE(l.alive_at, ?) \
+         THEN COALESCE(s.connected_at, s.started_at) ELSE COALESCE(l.alive_at, ?) END \
+         FROM ingesters i LEFT JOIN liveness l ON l.ingester = i.name \
+         WHERE s.ingester = i.name AND s.ended_at IS NULL AND NOT {}",
+        ingester_runs("i.number")
+    ))
+    .bind(now_rfc3339())
+    .bind(now_rfc3339());
     s
 }
 

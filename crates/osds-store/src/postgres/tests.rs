@@ -629,7 +629,7 @@ async fn ingesters_name_their_sessions() {
     assert!(twice.to_string().contains("already running"), "{twice}");
     drop(a);
     let mut a = ingester(&url, "a").await.unwrap();
-    a.close_stale_sessions().await.unwrap();
+    a.close_stale_sessions(None, &[]).await.unwrap();
     assert_eq!(a.next_session_id(), (1 << 40) + 3);
 
     let mut conn = PgConnection::connect(&url).await.unwrap();

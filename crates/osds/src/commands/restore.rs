@@ -13,8 +13,10 @@ pub struct RestoreArgs {
     /// PostgreSQL archive, restored with `pg_restore` before this command runs (see --ids-above).
     #[arg(value_name = "BACKUP")]
     pub backup: Option<PathBuf>,
-    /// PostgreSQL only, after `pg_restore`: the highest report id the replaced archive handed out (its last
-    /// `highWater`); new ids continue above it and above the restored archive's.
+    /// The highest report id the replaced archive may have handed out (its last `highWater` anyone saw); new
+    /// ids continue above it and above the restored archive's. Required for PostgreSQL (after `pg_restore`),
+    /// and for SQLite when the database and its id reservation (`<database>-ids`) are both lost; otherwise
+    /// SQLite knows how far ids went, and this only raises the floor.
     #[arg(long, value_name = "ID", value_parser = clap::value_parser!(i64).range(0..))]
     pub ids_above: Option<i64>,
     /// The archive to replace. Refused while an `osds serve` runs on it.
@@ -40,18 +42,15 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
         println!("osds: marking {} as restored", args.database_url);
         runtime.block_on(backup::restore_postgres(&args.database_url, ids_above))?
     } else {
-        let (Some(backup), None) = (&args.backup, args.ids_above) else {
-            anyhow::bail!(
-                "a SQLite archive is restored from a BACKUP file, and knows how far its ids went \
-                 (--ids-above is for PostgreSQL)"
-            );
+        let Some(backup) = &args.backup else {
+            anyhow::bail!("a SQLite archive is restored from a BACKUP file: `osds restore BACKUP`");
         };
         println!(
             "osds: restoring {} into {}",
             backup.display(),
             args.database_url
         );
-        runtime.block_on(backup::restore(backup, &args.database_url))?
+        runtime.block_on(backup::restore(backup, &args.database_url, args.ids_above))?
     };
     println!(
         "osds: restored {} (reports up to id {}); archiveId {}; new report ids start after {}",
