@@ -383,6 +383,20 @@ async fn a_database_restart_holds_frames_in_a_bounded_queue_and_replicas_answer_
             .any(|r| r.as_str().unwrap().starts_with("archive_not_writable")),
         "{ready}"
     );
+    // The replica writes nothing, yet is not ready either: its database does not answer.
+    let replica_ready = reqwest::get(replica.base.replace("/api/v1", "/readyz"))
+        .await
+        .unwrap();
+    assert_eq!(replica_ready.status(), 503);
+    let replica_ready: serde_json::Value = replica_ready.json().await.unwrap();
+    assert!(
+        replica_ready["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == "database_unreachable"),
+        "{replica_ready}"
+    );
     let unavailable = reqwest::get(replica.url("/reports?after=0")).await.unwrap();
     assert_eq!(unavailable.status(), 503);
     assert!(unavailable.headers().contains_key("retry-after"));

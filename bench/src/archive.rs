@@ -56,6 +56,7 @@ pub fn decoded_incoming(
         .context("canonical JSON of a generated frame")?;
     Ok(Incoming {
         session_id: session,
+        reception: None,
         received_at: osds_time::now_rfc3339(),
         frame: text.into_bytes(),
         marker: "websocket-push",

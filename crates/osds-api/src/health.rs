@@ -1,6 +1,7 @@
 //! `/livez` and `/readyz`, for load balancers and orchestrators: outside `/api/v1`, the rate and connection
-//! limits and the caches. Liveness is the process answering; readiness is the archive taking writes and every
-//! archived channel having an upstream socket connected (unless the service does not ingest).
+//! limits and the caches. Liveness is the process answering; readiness is the archive's database answering a
+//! read, the archive taking writes and every archived channel having an upstream socket connected (unless the
+//! service does not ingest).
 
 use crate::state::AppState;
 use axum::Json;
@@ -13,8 +14,20 @@ pub async fn livez() -> Response {
     no_store((StatusCode::OK, Json(json!({ "live": true }))).into_response())
 }
 
+/// How long `/readyz` waits for the database to answer before calling it unreachable.
+const DATABASE_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    let reasons = not_ready(&state);
+    let mut reasons = not_ready(&state);
+    // Every process reads the archive, a replica only reads it: ready means the database answers.
+    match tokio::time::timeout(DATABASE_CHECK, state.store.high_water()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %format!("{e:#}"), "readyz: the archive's database does not answer");
+            reasons.push("database_unreachable".to_string());
+        }
+        Err(_) => reasons.push("database_unreachable".to_string()),
+    }
     let status = if reasons.is_empty() {
         StatusCode::OK
     } else {

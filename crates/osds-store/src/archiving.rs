@@ -18,6 +18,9 @@ const MISSING_REVISIONS_SCAN_LIMIT: i64 = 1000;
 #[derive(Debug, Clone)]
 pub struct Incoming {
     pub session_id: i64,
+    /// The frame's number on its session (from 1), so a commit retried after its acknowledgement was lost
+    /// records it once; `None` for frames not received over a session (tools, tests).
+    pub reception: Option<i64>,
     pub received_at: String,
     pub frame: Vec<u8>,
     pub marker: &'static str,
@@ -435,21 +438,23 @@ struct Delivery<'a> {
 
 impl Delivery<'_> {
     fn push(self, statements: &mut Statements) {
-        const COLUMNS: &str = "session_id, received_at, raw_sha256, unit_index, type_tag, source, marker, \
-             outcome, report_id, event_key, decoder, error_kind, error_message";
-        const VALUES: &str = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
+        const COLUMNS: &str = "session_id, reception, received_at, raw_sha256, unit_index, type_tag, source, \
+             marker, outcome, report_id, event_key, decoder, error_kind, error_message";
+        const VALUES: &str = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
+        // A reception recorded already (its commit's acknowledgement was lost, and it is retried) is not again.
         match self.id {
             Some(id) => statements
                 .push(&format!(
-                    "INSERT INTO deliveries (id, {COLUMNS}) VALUES (?, {VALUES})"
+                    "INSERT INTO deliveries (id, {COLUMNS}) VALUES (?, {VALUES}) ON CONFLICT DO NOTHING"
                 ))
                 .bind(id),
             None => statements.push(&format!(
-                "INSERT INTO deliveries ({COLUMNS}) VALUES ({VALUES})"
+                "INSERT INTO deliveries ({COLUMNS}) VALUES ({VALUES}) ON CONFLICT DO NOTHING"
             )),
         };
         statements
             .bind(self.incoming.session_id)
+            .bind(self.incoming.reception)
             .bind(self.incoming.received_at.clone())
             .bind(self.raw_sha256.to_string())
             .bind(self.unit.unit_index)

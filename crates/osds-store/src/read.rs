@@ -1055,6 +1055,7 @@ mod listed_events_tests {
         let (source, event) = event.split_once('/').unwrap();
         Incoming {
             session_id: session,
+            reception: None,
             received_at: format!("2025-06-01T00:{:02}:{:02}Z", n / 60, n % 60),
             frame: format!("{{\"type\":\"{source}_eew\",\"n\":{n}}}").into_bytes(),
             marker: "websocket-push",

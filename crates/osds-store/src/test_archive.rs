@@ -49,6 +49,7 @@ pub fn frames(session: i64, numbers: RangeInclusive<i64>) -> Vec<Incoming> {
             };
             Incoming {
                 session_id: session,
+                reception: None,
                 received_at: osds_time::now_rfc3339(),
                 frame: format!("{{\"type\":\"cq_eew\",\"n\":{n}}}").into_bytes(),
                 marker: "websocket-push",

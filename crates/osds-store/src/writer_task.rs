@@ -806,6 +806,66 @@ mod tests {
         assert!(health.dropped.is_empty());
     }
 
+    /// A group commit retried after its acknowledgement was lost (it had committed) records no reception a
+    /// second time; the same frames received again (new receptions) are recorded as duplicates.
+    async fn a_retried_commit_records_each_reception_once(url: &str) {
+        let (store, mut writer) = crate::open(url).await.unwrap();
+        writer.register_ingester("retry").await.unwrap();
+        let session = writer
+            .open_session("/cq_eew", "primary", "ws://relay.invalid/cq_eew")
+            .await
+            .unwrap();
+        let mut batch = frames(session, 1..=4);
+        for (n, frame) in batch.iter_mut().enumerate() {
+            frame.reception = Some(n as i64 + 1);
+        }
+        let first = writer.ingest(&batch).await.unwrap();
+        assert_eq!(first.new_versions.len(), 4);
+        let retried = writer.ingest(&batch).await.unwrap();
+        assert!(retried.new_versions.is_empty());
+        let count = |sql: &str| {
+            let store = store.clone();
+            let sql = sql.to_owned();
+            async move {
+                store
+                    .db
+                    .one(crate::statements::Statements::one(&sql), |r| r.int("n"))
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(count("SELECT COUNT(*) AS n FROM deliveries").await, 4);
+        for frame in &mut batch {
+            frame.reception = Some(frame.reception.unwrap() + 4);
+        }
+        writer.ingest(&batch).await.unwrap();
+        assert_eq!(count("SELECT COUNT(*) AS n FROM deliveries").await, 8);
+        assert_eq!(
+            count("SELECT COUNT(*) AS n FROM deliveries WHERE outcome = 'duplicate'").await,
+            4
+        );
+        assert_eq!(count("SELECT COUNT(*) AS n FROM reports").await, 4);
+        writer.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_retried_commit_records_each_reception_once_on_sqlite() {
+        let dir = std::env::temp_dir().join(format!(
+            "osds-retry-{}-{}",
+            std::process::id(),
+            osds_time::now_ms()
+        ));
+        a_retried_commit_records_each_reception_once(&format!("sqlite://{}/osds.db", dir.display()))
+            .await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_retried_commit_records_each_reception_once_on_postgres() {
+        let cluster = Cluster::start("retry");
+        a_retried_commit_records_each_reception_once(&cluster.database("osds").await).await;
+    }
+
     #[test]
     fn failure_codes_are_named_per_database() {
         assert_eq!(postgres_failure("22021"), FailureCode::RefusedData);

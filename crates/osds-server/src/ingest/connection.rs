@@ -176,6 +176,8 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
         queries.push_back(list_query_item());
     }
     let mut next_query = Instant::now();
+    // The frames archived on this session so far (each frame's number: see `Incoming::reception`).
+    let mut reception = 0i64;
     let mut queried_at: HashMap<String, Instant> = HashMap::new();
     let own_type = cx
         .board
@@ -226,7 +228,8 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
                 } else {
                     MARKER_REDUNDANT_PUSH
                 };
-                let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), session_id, received_at.clone(), marker);
+                reception += 1;
+                let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), session_id, reception, received_at.clone(), marker);
                 cx.board.received(&cx.path, incoming.source(), &received_at);
                 metrics::counter!(
                     "osds_upstream_frames_received_total",

@@ -153,6 +153,7 @@ fn prepared(
                 units::split(frame),
                 own,
                 session,
+                i as i64 + 1,
                 format!("2026-09-10T10:10:{:02}.{:03}Z", i / 1000 % 60, i % 1000),
                 pipeline::MARKER_PRIMARY_PUSH,
             )

@@ -26,6 +26,7 @@ pub fn prepare(
     units: Vec<units::Unit>,
     own_type: Option<&str>,
     session_id: i64,
+    reception: i64,
     received_at: String,
     marker: &'static str,
 ) -> Incoming {
@@ -42,6 +43,7 @@ pub fn prepare(
         .collect();
     Incoming {
         session_id,
+        reception: Some(reception),
         received_at,
         frame,
         marker,

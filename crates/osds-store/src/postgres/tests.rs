@@ -28,6 +28,7 @@ fn mixed(session: i64) -> Vec<Incoming> {
     all.extend(frames(session, 10..=20));
     let unit = |kind| Incoming {
         session_id: session,
+        reception: None,
         received_at: "2024-01-02T00:00:00Z".into(),
         frame: b"{\"type\":\"odd\"}".to_vec(),
         marker: "websocket-push",
