@@ -578,3 +578,65 @@ async fn processes_on_one_host_do_not_need_an_admin_socket_each() {
     );
     drop(ingester);
 }
+
+/// The decoder serving `source` on `server`, per `/status`.
+async fn decoder_name(server: &Server, source: &str) -> String {
+    get_json(&server.url("/status")).await["decoders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["source"] == source)
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+/// `osds components --admin-socket <server's> ARGS...`, which must succeed.
+fn components(server: &Server, args: &[&str]) {
+    let output = support::osds()
+        .arg("components")
+        .arg("--admin-socket")
+        .arg(server.dir.join("admin.sock"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decoder_installed_on_one_process_is_put_in_service_by_every_other() {
+    let cluster = Cluster::start("follow");
+    let database = cluster.database("osds").await;
+    let relay = FakeRelay::start(RelayConfig::default()).await.unwrap();
+    let ingester = serve(&database, "a", Some(&relay)).await;
+    let replica = serve(&database, "replica", None).await;
+    assert_eq!(decoder_name(&replica, "sc").await, "wolfx-sc");
+    let v2 = support::guest_component("test-decoders", "test_decoder_sc_v2.wasm");
+    components(&ingester, &["install", "sc", v2.to_str().unwrap()]);
+    assert_eq!(decoder_name(&ingester, "sc").await, "wolfx-sc-v2");
+    eventually(60, "the replica took the install", || async {
+        (decoder_name(&replica, "sc").await == "wolfx-sc-v2").then_some(())
+    })
+    .await;
+    // And back the other way: a rollback on the replica reaches the ingester.
+    components(&replica, &["rollback", "sc"]);
+    eventually(60, "the ingester took the rollback", || async {
+        (decoder_name(&ingester, "sc").await == "wolfx-sc").then_some(())
+    })
+    .await;
+    assert_eq!(decoder_name(&replica, "sc").await, "wolfx-sc");
+    // Frames archived after it are decoded by what both now run.
+    relay
+        .push_to("/sc_eew", br#"{"type":"sc_eew","ID":1,"EventID":"202611221000.0001_1","ReportTime":"2026-11-22 10:00:00","ReportNum":1,"OriginTime":"2026-11-22 09:59:50","HypoCenter":"x","Latitude":29.2,"Longitude":105.2,"Magunitude":4.2,"Depth":10,"MaxIntensity":5.0}"#)
+        .await;
+    let reports = eventually(60, "one report", || async {
+        let reports = all_reports(&replica).await;
+        (!reports.is_empty()).then_some(reports)
+    })
+    .await;
+    assert_eq!(reports[0]["decoder"]["name"], "wolfx-sc", "{}", reports[0]);
+}

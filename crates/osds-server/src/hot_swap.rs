@@ -457,6 +457,97 @@ impl ComponentManager {
         Ok(restored.info().clone())
     }
 
+    /// Follows the installs and rollbacks the other processes of this archive record (several processes on one
+    /// PostgreSQL archive: the database is the signal). Every `every`, each change recorded after change
+    /// `since` that this process does not run yet is validated (loaded), canaried here as an install would be,
+    /// and put in service with its rollback target, until `shutdown`. A canary that finds new errors is logged,
+    /// not a refusal: the process that recorded the change decided (`--force` or not), and processes that
+    /// decode one channel differently would archive it differently.
+    pub fn follow_changes(
+        self: &Arc<Self>,
+        since: i64,
+        every: std::time::Duration,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let manager = self.clone();
+        tokio::spawn(async move {
+            let mut seen = since;
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = shutdown.changed() => return,
+                }
+                let changes = match manager.store.component_changes_after(seen).await {
+                    Ok(changes) => changes,
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), "reading the components other processes installed failed");
+                        continue;
+                    }
+                };
+                for (id, change) in changes {
+                    seen = id;
+                    if let Err(e) = manager.apply_recorded(&change).await {
+                        tracing::error!(
+                            channel = %change.channel,
+                            sha256 = %change.sha256,
+                            error = %format!("{e:#}"),
+                            "a component another process installed cannot be put in service here; this process keeps its own"
+                        );
+                    }
+                }
+            }
+        });
+    }
+
+    /// Puts a change another process recorded in service here, unless it runs already.
+    async fn apply_recorded(&self, change: &osds_store::ChannelComponent) -> anyhow::Result<()> {
+        if change.channel == SHAPER_CHANNEL {
+            let mut previous = self.previous_shaper.lock().await;
+            if self.shaper.load().info().sha256 == change.sha256 {
+                return Ok(());
+            }
+            let wasm = change.wasm.clone().context("its .wasm is not stored")?;
+            let (candidate, verdict) = self.check_shaper(wasm).await?;
+            if verdict.canary.new_errors > 0 {
+                tracing::warn!(new_errors = verdict.canary.new_errors, name = %verdict.shaper.name, "the canary of a shaper another process installed found new errors here");
+            }
+            *previous = Some(self.shaper.swap(candidate));
+            tracing::info!(name = %verdict.shaper.name, sha256 = %change.sha256, "shaper installed by another process put in service");
+            return Ok(());
+        }
+        let mut previous = self.previous.lock().await;
+        let set = self.decoders.load_full();
+        let old = set.for_source(&change.channel);
+        if old.as_ref().map(|o| o.info().sha256.as_str()) == Some(change.sha256.as_str()) {
+            return Ok(());
+        }
+        let wasm = change.wasm.clone().context("its .wasm is not stored")?;
+        let (candidate, verdict) = self.check(wasm).await?;
+        anyhow::ensure!(
+            verdict.decoder.source == change.channel,
+            "component `{}` decodes channel `{}`, not `{}`",
+            verdict.decoder.name,
+            verdict.decoder.source,
+            change.channel
+        );
+        if verdict.canary.new_errors > 0 {
+            tracing::warn!(channel = %change.channel, new_errors = verdict.canary.new_errors, name = %verdict.decoder.name, "the canary of a decoder another process installed found new errors here");
+        }
+        let mut next = set.with_decoder(candidate.clone())?;
+        next.set_installed_at(&change.sha256, &change.changed_at);
+        self.decoders.store(Arc::new(next));
+        match old {
+            Some(old) => {
+                previous.insert(change.channel.clone(), old);
+            }
+            None => self.add_channels(candidate.info()),
+        }
+        tracing::info!(channel = %change.channel, name = %verdict.decoder.name, sha256 = %change.sha256, "decoder installed by another process put in service");
+        Ok(())
+    }
+
     /// Installs every `.wasm` in `dir` that is not loaded yet (SIGHUP, or a file dropped into the directory).
     /// Returns one line per file that was looked at.
     pub async fn reload_dir(&self, dir: &Path) -> Vec<String> {

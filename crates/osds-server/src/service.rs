@@ -87,6 +87,9 @@ pub enum DetectorSource {
     Replay { from_ms: i64, to_ms: i64 },
 }
 
+/// How often a process of a shared PostgreSQL archive looks for components another process installed.
+const FOLLOW_CHANGES_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs the service until SIGINT or SIGTERM, then stops it in order.
 pub async fn run(mut config: ServiceConfig) -> anyhow::Result<()> {
     // Bound first: a taken port fails the start, and the recorder is in place before anything records.
@@ -186,6 +189,8 @@ impl Service {
         let wasm = Runtime::new(limits)?;
         // The built-in decoders (or --components-dir), then what was installed on this archive since.
         let started_with = DecoderSet::load(&wasm, components_dir.as_deref())?;
+        // Read first: a change recorded meanwhile by another process is then followed, never missed.
+        let last_change = store.last_component_change().await?;
         let installed = installed_decoders(&wasm, started_with, &store).await?;
         for decoder in installed.set.decoders() {
             let info = decoder.info();
@@ -299,6 +304,10 @@ impl Service {
         }
 
         let (stopping, shutdown) = tokio::sync::watch::channel(false);
+        if postgres {
+            // The other processes of the archive install through their own admin sockets.
+            components.follow_changes(last_change, FOLLOW_CHANGES_EVERY, shutdown.clone());
+        }
         let report_cache = Arc::new(osds_api::report_cache::ReportCache::new(
             report_cache_mb.saturating_mul(1 << 20),
         ));

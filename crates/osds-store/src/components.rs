@@ -83,6 +83,43 @@ impl Store {
             .await
     }
 
+    /// Changes recorded after change `after` (0: all), in order, with their ids: each channel's component as
+    /// that change left it. Processes of one archive follow each other's installs with it.
+    pub async fn component_changes_after(
+        &self,
+        after: i64,
+    ) -> anyhow::Result<Vec<(i64, ChannelComponent)>> {
+        let mut query = Statements::one(
+            "SELECT c.id, c.channel, c.sha256, c.previous_sha256, c.changed_at, f.wasm FROM component_changes c \
+             LEFT JOIN component_files f ON f.sha256 = c.sha256 WHERE c.id > ? ORDER BY c.id",
+        );
+        query.bind(after);
+        self.db
+            .rows(query, |row| {
+                (
+                    row.int("id"),
+                    ChannelComponent {
+                        channel: row.text("channel"),
+                        sha256: row.text("sha256"),
+                        wasm: row.opt_bytes("wasm"),
+                        previous_sha256: row.opt_text("previous_sha256"),
+                        changed_at: row.text("changed_at"),
+                    },
+                )
+            })
+            .await
+    }
+
+    /// The id of the last recorded change (0 before any).
+    pub async fn last_component_change(&self) -> anyhow::Result<i64> {
+        self.db
+            .one(
+                Statements::one("SELECT COALESCE(MAX(id), 0) AS id FROM component_changes"),
+                |row| row.int("id"),
+            )
+            .await
+    }
+
     /// The stored bytes of the component with this SHA-256, if it was ever installed.
     pub async fn component_file(&self, sha256: &str) -> anyhow::Result<Option<Vec<u8>>> {
         let mut query = Statements::one("SELECT wasm FROM component_files WHERE sha256 = ?");
