@@ -855,8 +855,11 @@ mod tests {
             std::process::id(),
             osds_time::now_ms()
         ));
-        a_retried_commit_records_each_reception_once(&format!("sqlite://{}/osds.db", dir.display()))
-            .await;
+        a_retried_commit_records_each_reception_once(&format!(
+            "sqlite://{}/osds.db",
+            dir.display()
+        ))
+        .await;
         let _ = std::fs::remove_dir_all(&dir);
     }
 
