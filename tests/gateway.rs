@@ -646,6 +646,59 @@ async fn a_connection_without_a_request_in_progress_is_closed_after_the_header_t
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn requests_hyper_cannot_read_get_the_error_body_too() {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpStream;
+    let (_relay, server, address) = server_with_low_open_files(&[]).await;
+    let long_uri = format!(
+        "GET /api/v1/events?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    let big_headers = format!(
+        "GET /api/v1/status HTTP/1.1\r\nHost: x\r\n{}\r\n",
+        (0..200)
+            .map(|i| format!("x-filler-{i}: v\r\n"))
+            .collect::<String>()
+    );
+    let cases: [(&[u8], &str, &str); 5] = [
+        (
+            b"NOT HTTP AT ALL\r\n\r\n",
+            "HTTP/1.1 400",
+            "malformed_request",
+        ),
+        (
+            b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\nBad\0Header: 1\r\n\r\n",
+            "HTTP/1.1 400",
+            "malformed_request",
+        ),
+        (
+            b"GET /\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
+            "HTTP/1.1 400",
+            "malformed_request",
+        ),
+        (long_uri.as_bytes(), "HTTP/1.1 414", "uri_too_long"),
+        (big_headers.as_bytes(), "HTTP/1.1 431", "headers_too_large"),
+    ];
+    for (request, status, code) in cases {
+        let mut stream = TcpStream::connect(&address).await.unwrap();
+        // (The server may answer and close before it has read all of a request over its limits.)
+        let _ = stream.write_all(request).await;
+        let answer = until_closed(&mut stream).await;
+        assert!(answer.starts_with(status), "{code}: {answer}");
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{head}"
+        );
+        assert_json_error(body, code);
+    }
+    // The connection loop goes on serving.
+    let status = get_json(&server.url("/status")).await;
+    assert!(status["healthy"].is_boolean());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn livez_and_readyz_answer_load_balancers_outside_the_limits() {
     let (relay, server) = start_connected(RelayConfig::default(), &LIMITS).await;
     let root = server.base.trim_end_matches("/api/v1").to_string();

@@ -20,6 +20,8 @@
 //!   as Datasette canned queries on the same file, as ratios.
 //!
 //! - `big-frames`: one padded report of each `--frame-mb` size on a fresh server: its peak and remaining memory.
+//! - `limiter`: the per-client limits' cost per request with `--limiter-clients` distinct loopback client
+//!   addresses remembered, beside `/livez` (outside the limits) as the floor (`limiter.rs`).
 //!
 //! Every wait is bounded: a benchmark that does not finish in time fails instead of hanging.
 
@@ -27,6 +29,7 @@ mod archive;
 mod breakdown;
 mod fanout;
 mod frames;
+mod limiter;
 mod nchan;
 mod wasm_cost;
 
@@ -57,6 +60,7 @@ enum Which {
     Query,
     QueryPostgres,
     BigFrames,
+    Limiter,
     All,
 }
 
@@ -79,6 +83,9 @@ struct Options {
     /// Where the temporary databases and the fsync probe file go [default: the system temp dir].
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
+    /// Client addresses the limiter remembers at each step of `limiter`, comma-separated, increasing.
+    #[arg(long, value_delimiter = ',', default_value = "1,10000,40000,100000", value_parser = clap::value_parser!(u64).range(1..=1_000_000).map(|n| n as usize))]
+    limiter_clients: Vec<usize>,
     /// Fan-out sizes, comma-separated, each in [1, 50000].
     #[arg(long, value_delimiter = ',', default_value = "1000,10000", value_parser = clap::value_parser!(u64).range(1..=50_000).map(|n| n as usize))]
     subscribers: Vec<usize>,
@@ -1041,7 +1048,15 @@ async fn main() -> Result<()> {
             .await
             .context("big-frames")?;
     }
+    let limiter = if matches!(options.which, Which::Limiter | Which::All) {
+        limiter::run(&options.osds, &options.dir, &options.limiter_clients)
+            .await
+            .context("limiter")?
+    } else {
+        Vec::new()
+    };
     print_table(&options, &results);
+    limiter::print(&limiter);
     if let Some(cost) = &results.wasm {
         wasm_cost::print(cost);
     }

@@ -26,10 +26,13 @@ pub enum ErrorCode {
     RateLimited,
     TooManyConnections,
     Unavailable,
+    MalformedRequest,
+    UriTooLong,
+    HeadersTooLarge,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::UnknownParameter,
         ErrorCode::RepeatedParameter,
         ErrorCode::InvalidParameter,
@@ -47,6 +50,9 @@ impl ErrorCode {
         ErrorCode::RateLimited,
         ErrorCode::TooManyConnections,
         ErrorCode::Unavailable,
+        ErrorCode::MalformedRequest,
+        ErrorCode::UriTooLong,
+        ErrorCode::HeadersTooLarge,
     ];
 
     /// The code as the body carries it.
@@ -69,6 +75,9 @@ impl ErrorCode {
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::TooManyConnections => "too_many_connections",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::MalformedRequest => "malformed_request",
+            ErrorCode::UriTooLong => "uri_too_long",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
         }
     }
 }

@@ -16,14 +16,51 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
 
 pub const ALLOWED_METHODS: &str = "GET, HEAD, OPTIONS";
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-/// Buckets kept before idle, full ones are forgotten.
-const BUCKETS_BEFORE_PRUNE: usize = 4096;
+/// How often the clients whose rate state is back to full are forgotten.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// A client as the limits count it: an IPv4 address, or the first `ipv6_prefix_len` bits of an IPv6 one (a
+/// host is usually given a /64 and could rotate addresses within it). An IPv4-mapped IPv6 address is IPv4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientKey(IpAddr);
+
+impl ClientKey {
+    pub fn new(ip: IpAddr, ipv6_prefix_len: u8) -> ClientKey {
+        match ip.to_canonical() {
+            IpAddr::V6(v6) => {
+                let bits = u32::from(ipv6_prefix_len.min(128));
+                let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                ClientKey(IpAddr::V6((u128::from(v6) & mask).into()))
+            }
+            v4 => ClientKey(v4),
+        }
+    }
+}
+
+impl std::fmt::Display for ClientKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            IpAddr::V6(_) => write!(f, "{} (its network)", self.0),
+            IpAddr::V4(_) => self.0.fmt(f),
+        }
+    }
+}
+
+/// The IPv6 prefix a client is counted by when none is configured.
+pub const DEFAULT_IPV6_PREFIX_LEN: u8 = 64;
+
+type Limiter = governor::RateLimiter<
+    ClientKey,
+    governor::state::keyed::DefaultKeyedStateStore<ClientKey>,
+    governor::clock::DefaultClock,
+    governor::middleware::StateInformationMiddleware,
+>;
 
 /// Limits and addresses of the entrance (the spec's values are the defaults).
 #[derive(Debug, Clone)]
@@ -36,6 +73,8 @@ pub struct GatewayConfig {
     pub max_connections: usize,
     /// Peers whose `X-Forwarded-For` names the client.
     pub trusted_proxies: Vec<IpAddr>,
+    /// IPv6 clients are counted by this many leading bits of their address (see [`ClientKey`]).
+    pub ipv6_prefix_len: u8,
     /// `Host` values of the retired entrance, answered with 410.
     pub legacy_hosts: Vec<String>,
     /// The current base URL, named in the 410 body.
@@ -51,6 +90,7 @@ impl Default for GatewayConfig {
             burst: 80.0,
             max_connections: 20,
             trusted_proxies: Vec::new(),
+            ipv6_prefix_len: DEFAULT_IPV6_PREFIX_LEN,
             legacy_hosts: Vec::new(),
             public_base_url: "/api/v1".into(),
             request_timeout: Duration::from_secs(30),
@@ -58,23 +98,19 @@ impl Default for GatewayConfig {
     }
 }
 
-struct Bucket {
-    tokens: f64,
-    updated: Instant,
-}
-
 /// Shared state of the entrance.
 pub struct Gateway {
     config: GatewayConfig,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
-    active: Mutex<HashMap<IpAddr, usize>>,
+    /// Each client's rate state: a request costs the same however many clients there are.
+    rates: Limiter,
+    active: Mutex<HashMap<ClientKey, usize>>,
     shutdown: watch::Receiver<bool>,
 }
 
 /// One request in progress for a client; released when the response (or the WebSocket it became) ends.
 pub struct ConnectionSlot {
     gateway: Arc<Gateway>,
-    ip: IpAddr,
+    ip: ClientKey,
 }
 
 impl Drop for ConnectionSlot {
@@ -101,17 +137,47 @@ enum Take {
 }
 
 impl Gateway {
+    /// The entrance with `config`'s limits (rate and burst must be positive; the service checks its flags).
+    /// Inside a Tokio runtime, a task forgets idle clients every minute for as long as the gateway lives.
     pub fn new(config: GatewayConfig, shutdown: watch::Receiver<bool>) -> Arc<Gateway> {
-        Arc::new(Gateway {
+        let period = Duration::from_secs_f64(1.0 / config.rate_per_second.max(1e-9));
+        let burst =
+            std::num::NonZeroU32::new(config.burst as u32).unwrap_or(std::num::NonZeroU32::MIN);
+        let quota = governor::Quota::with_period(period)
+            .unwrap_or_else(|| governor::Quota::per_second(std::num::NonZeroU32::MIN))
+            .allow_burst(burst);
+        let gateway = Arc::new(Gateway {
             config,
-            buckets: Mutex::default(),
+            rates: governor::RateLimiter::dashmap(quota).with_middleware(),
             active: Mutex::default(),
             shutdown,
-        })
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&gateway);
+            runtime.spawn(async move {
+                let mut every = tokio::time::interval(PRUNE_EVERY);
+                every.tick().await;
+                loop {
+                    every.tick().await;
+                    let Some(gateway) = weak.upgrade() else {
+                        return;
+                    };
+                    gateway.rates.retain_recent();
+                    gateway.rates.shrink_to_fit();
+                }
+            });
+        }
+        gateway
     }
 
-    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<ClientKey, usize>> {
         self.active.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The client: the peer, or the forwarded address when the peer is a trusted proxy; an IPv6 one by its
+    /// network.
+    fn client(&self, peer: IpAddr, headers: &HeaderMap) -> ClientKey {
+        ClientKey::new(self.client_ip(peer, headers), self.config.ipv6_prefix_len)
     }
 
     /// The client's address: the peer, or the forwarded address when the peer is a trusted proxy.
@@ -134,37 +200,29 @@ impl Gateway {
             .unwrap_or(peer)
     }
 
-    fn take_token(&self, ip: IpAddr) -> Take {
+    fn take_token(&self, client: ClientKey) -> Take {
         let rate = self.config.rate_per_second;
-        let burst = self.config.burst;
-        let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if buckets.len() > BUCKETS_BEFORE_PRUNE {
-            buckets.retain(|_, b| {
-                b.tokens + now.duration_since(b.updated).as_secs_f64() * rate < burst
-            });
-        }
-        let bucket = buckets.entry(ip).or_insert(Bucket {
-            tokens: burst,
-            updated: now,
-        });
-        bucket.tokens =
-            (bucket.tokens + now.duration_since(bucket.updated).as_secs_f64() * rate).min(burst);
-        bucket.updated = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            Take::Allowed {
-                remaining: bucket.tokens.floor() as u64,
-                full_in: ((burst - bucket.tokens) / rate).ceil() as u64,
+        match self.rates.check_key(&client) {
+            Ok(state) => {
+                let remaining = u64::from(state.remaining_burst_capacity());
+                Take::Allowed {
+                    remaining,
+                    full_in: ((self.config.burst - remaining as f64) / rate)
+                        .ceil()
+                        .max(0.0) as u64,
+                }
             }
-        } else {
-            Take::Limited {
-                retry_after: ((1.0 - bucket.tokens) / rate).ceil().max(1.0) as u64,
+            Err(not_until) => {
+                use governor::clock::Clock;
+                let wait = not_until.wait_time_from(self.rates.clock().now());
+                Take::Limited {
+                    retry_after: wait.as_secs_f64().ceil().max(1.0) as u64,
+                }
             }
         }
     }
 
-    fn take_slot(self: &Arc<Self>, ip: IpAddr) -> Option<ConnectionSlot> {
+    fn take_slot(self: &Arc<Self>, ip: ClientKey) -> Option<ConnectionSlot> {
         let mut active = self.lock_active();
         let count = active.entry(ip).or_insert(0);
         if *count >= self.config.max_connections {
@@ -236,7 +294,7 @@ pub async fn limits(
         .get::<ConnectInfo<Peer>>()
         .map(|c| c.0.addr.ip())
         .unwrap_or(IpAddr::from([127, 0, 0, 1]));
-    let ip = gateway.client_ip(peer, request.headers());
+    let ip = gateway.client(peer, request.headers());
     let policy = gateway.policy_header();
     let (remaining, full_in) = match gateway.take_token(ip) {
         Take::Allowed { remaining, full_in } => (remaining, full_in),
@@ -515,6 +573,58 @@ pub fn compress_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_client_is_its_network_and_a_mapped_ipv4_one_its_address() {
+        let key = |ip: &str, bits| ClientKey::new(ip.parse().unwrap(), bits);
+        assert_eq!(
+            key("2001:db8:1:2:aaaa::1", 64),
+            key("2001:db8:1:2:ffff::9", 64)
+        );
+        assert_ne!(key("2001:db8:1:2::1", 64), key("2001:db8:1:3::1", 64));
+        assert_ne!(key("2001:db8:1:2::1", 128), key("2001:db8:1:2::2", 128));
+        assert_eq!(key("2001:db8::1", 1), key("7fff::1", 1));
+        assert_eq!(key("::ffff:192.0.2.7", 64), key("192.0.2.7", 64));
+        assert_ne!(key("192.0.2.7", 64), key("192.0.2.8", 64));
+    }
+
+    /// Many clients: each keeps its own burst, and a client rotating within its /64 shares one.
+    #[tokio::test]
+    async fn every_client_has_its_own_burst_and_a_network_shares_one() {
+        let (_tx, shutdown) = watch::channel(false);
+        let gateway = Gateway::new(
+            GatewayConfig {
+                rate_per_second: 0.001,
+                burst: 3.0,
+                ..GatewayConfig::default()
+            },
+            shutdown,
+        );
+        for n in 0..20_000u32 {
+            let [_, a, b, c] = n.to_be_bytes();
+            let ip = IpAddr::from([10, a, b, c]);
+            let client = ClientKey::new(ip, 64);
+            for _ in 0..3 {
+                assert!(matches!(gateway.take_token(client), Take::Allowed { .. }));
+            }
+        }
+        let rotating = |n: u16| {
+            ClientKey::new(
+                IpAddr::from([0x2001, 0xdb8, 7, 7, n, n, n, n]),
+                DEFAULT_IPV6_PREFIX_LEN,
+            )
+        };
+        for n in 0..3 {
+            assert!(matches!(
+                gateway.take_token(rotating(n)),
+                Take::Allowed { .. }
+            ));
+        }
+        assert!(matches!(
+            gateway.take_token(rotating(9)),
+            Take::Limited { .. }
+        ));
+    }
 
     /// A JSON answer larger than any buffer limit (a big self-sensing export) is served whole, with its ETag.
     #[tokio::test]

@@ -12,6 +12,7 @@ mod hyp;
 pub mod listener;
 pub mod live;
 pub mod params;
+pub mod parse_errors;
 pub mod recent;
 pub mod report_cache;
 pub mod report_item;

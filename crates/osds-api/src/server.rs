@@ -5,7 +5,9 @@
 //! long), and after the stop signal lets the connections finish what they are doing.
 
 use crate::error::ErrorCode;
+use crate::gateway::ClientKey;
 use crate::listener::Listener;
+use crate::parse_errors::ErrorBodies;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -31,6 +33,8 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     /// Peers that forward many clients' requests: their connections are not capped.
     pub trusted_proxies: Vec<IpAddr>,
+    /// IPv6 clients are counted by this many leading bits of their address (as the gateway counts them).
+    pub ipv6_prefix_len: u8,
 }
 
 impl Default for ConnectionLimits {
@@ -39,6 +43,7 @@ impl Default for ConnectionLimits {
             open_per_client: 64,
             header_read_timeout: Duration::from_secs(30),
             trusted_proxies: Vec::new(),
+            ipv6_prefix_len: crate::gateway::DEFAULT_IPV6_PREFIX_LEN,
         }
     }
 }
@@ -46,13 +51,13 @@ impl Default for ConnectionLimits {
 /// The open connections of each client address.
 struct OpenConnections {
     limits: ConnectionLimits,
-    by_address: Mutex<HashMap<IpAddr, usize>>,
+    by_address: Mutex<HashMap<ClientKey, usize>>,
 }
 
 /// One open connection, counted until it is dropped.
 struct Counted {
     open: Arc<OpenConnections>,
-    ip: IpAddr,
+    ip: ClientKey,
 }
 
 impl OpenConnections {
@@ -60,6 +65,7 @@ impl OpenConnections {
         if self.limits.trusted_proxies.contains(&ip) {
             return Some(None);
         }
+        let ip = ClientKey::new(ip, self.limits.ipv6_prefix_len);
         let mut by_address = self
             .by_address
             .lock()
@@ -149,7 +155,7 @@ pub async fn serve<L: Listener>(
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_read_timeout)
-                .serve_connection(TokioIo::new(io), service)
+                .serve_connection(TokioIo::new(ErrorBodies::new(io)), service)
                 .with_upgrades();
             let mut connection = std::pin::pin!(connection);
             tokio::select! {

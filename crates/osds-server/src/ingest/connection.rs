@@ -229,7 +229,8 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
                     MARKER_REDUNDANT_PUSH
                 };
                 reception += 1;
-                let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), session_id, reception, received_at.clone(), marker);
+                let received = pipeline::Received { session_id, reception, received_at: received_at.clone(), marker };
+                let incoming = pipeline::prepare(&cx.decoders, bytes, units, own_type.as_deref(), received);
                 cx.board.received(&cx.path, incoming.source(), &received_at);
                 metrics::counter!(
                     "osds_upstream_frames_received_total",

@@ -152,10 +152,12 @@ fn prepared(
                 frame.clone(),
                 units::split(frame),
                 own,
-                session,
-                i as i64 + 1,
-                format!("2026-09-10T10:10:{:02}.{:03}Z", i / 1000 % 60, i % 1000),
-                pipeline::MARKER_PRIMARY_PUSH,
+                pipeline::Received {
+                    session_id: session,
+                    reception: i as i64 + 1,
+                    received_at: format!("2026-09-10T10:10:{:02}.{:03}Z", i / 1000 % 60, i % 1000),
+                    marker: pipeline::MARKER_PRIMARY_PUSH,
+                },
             )
         })
         .collect()

@@ -14,6 +14,16 @@ pub const MARKER_REDUNDANT_PUSH: &str = "redundant-websocket-push";
 /// Marker of a delivery that may be the reply to our query as much as a push (spec value).
 pub const MARKER_QUERY_OR_PUSH: &str = "primary/redundant-websocket-query-or-push";
 
+/// Where and when a frame came.
+pub struct Received {
+    pub session_id: i64,
+    /// The frame's number on its session (see `Incoming::reception`).
+    pub reception: i64,
+    pub received_at: String,
+    /// How it came (`MARKER_*`).
+    pub marker: &'static str,
+}
+
 /// Routes and decodes every unit of `frame`. `own_type` is the channel of the socket it came on, used for a
 /// frame whose `type` cannot be read (garbage on `/sc_eew` is the sc decoder's to reject and is kept as
 /// unparsed sc data); on `/all_eew` such a frame has no channel.
@@ -25,11 +35,14 @@ pub fn prepare(
     frame: Vec<u8>,
     units: Vec<units::Unit>,
     own_type: Option<&str>,
-    session_id: i64,
-    reception: i64,
-    received_at: String,
-    marker: &'static str,
+    received: Received,
 ) -> Incoming {
+    let Received {
+        session_id,
+        reception,
+        received_at,
+        marker,
+    } = received;
     let decoders = decoders.load_full();
     let records = units
         .into_iter()

@@ -94,6 +94,10 @@ pub struct ServeArgs {
     /// Requests a client may make in a burst before the average applies.
     #[arg(long, env = "OSDS_RATE_LIMIT_BURST", default_value_t = 80)]
     pub rate_limit_burst: u32,
+    /// IPv6 clients are limited by their network: this many leading bits of the address (a host is usually
+    /// given a /64 and could rotate within it; 128 limits each address on its own).
+    #[arg(long, env = "OSDS_IPV6_PREFIX_LEN", default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..=128))]
+    pub ipv6_prefix_len: u8,
     /// Requests in progress per client address, live streams and WebSockets included.
     #[arg(long, env = "OSDS_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 20)]
     pub max_connections_per_client: usize,
@@ -302,6 +306,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             burst: f64::from(args.rate_limit_burst),
             max_connections: args.max_connections_per_client,
             trusted_proxies: args.trusted_proxy.clone(),
+            ipv6_prefix_len: args.ipv6_prefix_len,
             legacy_hosts: args.legacy_host.clone(),
             public_base_url: String::new(),
             request_timeout: seconds("request-timeout-secs", args.request_timeout_secs)?,
@@ -314,6 +319,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             )?,
             // The gateway's trusted proxies; set by the service.
             trusted_proxies: Vec::new(),
+            ipv6_prefix_len: args.ipv6_prefix_len,
         },
         public_base_url: args.public_base_url.clone(),
         tls: args.tls_cert.clone().zip(args.tls_key.clone()),
