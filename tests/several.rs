@@ -246,14 +246,22 @@ async fn two_ingesters_and_two_replicas_keep_one_gap_free_cursor_through_kills()
     held.sort();
     let ingesters = status["ingesters"].as_array().unwrap();
     assert_eq!(ingesters.len(), 2, "{status}");
-    for (ingester, name, running, channels) in [
-        (&ingesters[0], "a", false, serde_json::json!([])),
-        (&ingesters[1], "b", true, serde_json::json!(held)),
+    let mut every = fake_relay::channel_paths();
+    every.sort();
+    for (ingester, name, running, channels, open) in [
+        // `a`'s sessions were ended by `b` when it found `a` dead (at `a`'s last sign of life).
+        (&ingesters[0], "a", false, serde_json::json!([]), Vec::new()),
+        (
+            &ingesters[1],
+            "b",
+            true,
+            serde_json::json!(held),
+            every.clone(),
+        ),
     ] {
         assert_eq!(ingester["name"], name);
         assert_eq!(ingester["running"], running, "{ingester}");
         assert_eq!(ingester["channels"], channels, "{ingester}");
-        // Every path of the relay, `a`'s left open by the kill until it starts again.
         let mut paths: Vec<&str> = ingester["sockets"]
             .as_array()
             .unwrap()
@@ -261,10 +269,15 @@ async fn two_ingesters_and_two_replicas_keep_one_gap_free_cursor_through_kills()
             .map(|s| s["path"].as_str().unwrap())
             .collect();
         paths.sort();
-        let mut every = fake_relay::channel_paths();
-        every.sort();
-        assert_eq!(paths, every, "{ingester}");
+        assert_eq!(paths, open, "{ingester}");
     }
+    let interrupted = status["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ingester"] == "a" && c["endReason"] == "interrupted")
+        .count();
+    assert!(interrupted >= every.len(), "{}", status["connections"]);
     assert!(
         status["sources"]
             .as_array()
