@@ -13,7 +13,7 @@ cargo build --release -p osds -p osds-bench
 out="$target/bench-last-run.txt"
 {
     echo "# osds-bench run, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- crates components 2>/dev/null || echo " (crates/components modified in the working tree)")"
+    echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- host components 2>/dev/null || echo " (host/components modified in the working tree)")"
     echo "# nproc: $(nproc)"
     echo "# memory: $(free -h | awk '/^Mem:/ {print $2 " total, " $7 " available"}')"
     echo "# disk: $(df -h /work 2>/dev/null | awk 'NR==2 {print $1 " " $2 " (" $5 " used)"}')"

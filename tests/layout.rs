@@ -164,7 +164,7 @@ fn import_cycle(src: &Path) -> Option<Vec<ModulePath>> {
 #[test]
 fn no_module_imports_one_that_imports_it_back() {
     let root = support::tests_dir().join("..");
-    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("host"))
         .unwrap()
         .map(|e| e.unwrap().path().join("src"))
         .collect();
@@ -199,13 +199,13 @@ fn the_cycle_finder_finds_a_cycle() {
 /// The host crates' dependencies on workspace crates, read from their `Cargo.toml` (`[dependencies]` only).
 fn crate_dependencies(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let folders = [
-        "crates/osds",
-        "crates/osds-server",
-        "crates/osds-api",
-        "crates/osds-store",
-        "crates/osds-runtime",
-        "crates/osds-detector",
-        "crates/osds-time",
+        "host/osds",
+        "host/osds-server",
+        "host/osds-api",
+        "host/osds-store",
+        "host/osds-runtime",
+        "host/osds-detector",
+        "host/osds-time",
     ];
     let workspace: BTreeSet<&str> = folders
         .iter()

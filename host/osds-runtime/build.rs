@@ -19,7 +19,7 @@ fn main() {
     let root = manifest_dir
         .ancestors()
         .nth(2)
-        .expect("crates/osds-runtime sits two folders below the workspace root")
+        .expect("host/osds-runtime sits two folders below the workspace root")
         .to_path_buf();
     let guests = root.join("components/guests");
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
