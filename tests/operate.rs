@@ -765,3 +765,62 @@ async fn prometheus_metrics_are_served_on_their_own_listener() {
         text(&refused)
     );
 }
+
+/// The canary and ingestion take a payload through the same decode step: what the canary says the current
+/// decoder does with an archived frame is what ingestion archived, and what it says the new one does is what
+/// ingestion archives once the new one is in service.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_canary_and_ingestion_agree_on_a_frame_one_version_rejects_and_the_next_accepts() {
+    let broken = guest_component(TEST_DECODERS, "test_decoder_sc_broken.wasm");
+    let v2 = guest_component(TEST_DECODERS, "test_decoder_sc_v2.wasm");
+    let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
+    let forced = components(&server, &["install", "sc", path_arg(&broken), "--force"]).await;
+    assert!(forced.status.success(), "{}", text(&forced));
+    let frame = sc_frame(7);
+    relay.push_to("/sc_eew", frame.as_bytes()).await;
+    let counts = eventually(20, "one unparsed", || async {
+        let counts = archive(&server).await;
+        (counts["unparsed"] == 1).then_some(counts)
+    })
+    .await;
+    assert_eq!(
+        counts["unparsedByReason"],
+        serde_json::json!({"malformed": 1})
+    );
+
+    let checked = components(&server, &["--json", "check", path_arg(&v2)]).await;
+    assert!(checked.status.success(), "{}", text(&checked));
+    let answer: Value = serde_json::from_slice(&checked.stdout).unwrap();
+    let canary = &answer["details"]["canary"];
+    assert_eq!(canary["fixed"], 1, "{answer}");
+    let difference = &canary["differences"][0];
+    assert_eq!(difference["before"]["result"], "error", "{difference}");
+    assert_eq!(
+        difference["before"]["kind"], "malformed",
+        "the canary names the failure as ingestion stored it"
+    );
+    assert_eq!(difference["after"]["result"], "report", "{difference}");
+
+    let installed = components(&server, &["install", "sc", path_arg(&v2)]).await;
+    assert!(installed.status.success(), "{}", text(&installed));
+    relay.push_to("/sc_eew", frame.as_bytes()).await;
+    let reports = eventually(20, "the frame archived as a version", || async {
+        let reports = all_reports(&server).await;
+        (!reports.is_empty()).then_some(reports)
+    })
+    .await;
+    let predicted = &difference["after"]["report"];
+    for field in [
+        "eventId",
+        "upstreamEventId",
+        "revision",
+        "magnitude",
+        "originAt",
+    ] {
+        assert_eq!(
+            reports[0][field], predicted[field],
+            "{field}: {}",
+            reports[0]
+        );
+    }
+}

@@ -7,7 +7,6 @@ use crate::proc_memory;
 use anyhow::{Context, Result, bail};
 use fake_relay::{FakeRelay, RelayConfig};
 use futures_util::{StreamExt, TryStreamExt};
-use osds_store::{Incoming, UnitKind, UnitRecord};
 use osds_testkit::server::{Launch, Server};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -39,39 +38,6 @@ const FIRST_EVENT_UNIX: i64 = 1_704_038_400; // 2023-12-31T16:00:00Z = 2024-01-0
 /// Revisions of event `e`: 1 to 10, 5.5 on average.
 fn revisions(event: u64) -> u64 {
     1 + (event * 7 + event / 3) % 10
-}
-
-/// A frame as the ingest pipeline hands it to the writer: decoded (natively) by `channel`, with its version
-/// identity.
-pub fn decoded_incoming(
-    session: i64,
-    text: String,
-    channel: &wolfx_core::Channel,
-) -> Result<Incoming> {
-    let report = match wolfx_core::decode(channel, text.as_bytes()) {
-        Ok(wolfx_core::Decoded::Report(report)) => report,
-        other => bail!("generated frame does not decode: {other:?}\n{text}"),
-    };
-    let canonical = osds_runtime::units::canonical_without_type(text.as_bytes())
-        .context("canonical JSON of a generated frame")?;
-    Ok(Incoming {
-        session_id: session,
-        reception: None,
-        received_at: osds_time::now_rfc3339(),
-        frame: text.into_bytes(),
-        marker: "websocket-push",
-        units: vec![UnitRecord {
-            unit_index: 0,
-            type_tag: Some(channel.type_tag.to_string()),
-            kind: UnitKind::Report {
-                source: channel.source.to_string(),
-                identity: sha256_hex(&canonical),
-                report: Box::new(report),
-                decoder_name: format!("wolfx-{}", channel.source),
-                decoder_sha256: "0".repeat(64),
-            },
-        }],
-    })
 }
 
 /// A frame as the channel sends it, for revision `revision` of event `event`.
@@ -135,14 +101,15 @@ async fn generate_at(url: &str, versions: u64) -> Result<f64> {
     let session = writer
         .open_session("/all_eew", "redundant", "ws://osds-bench.invalid/all_eew")
         .await?;
+    let decoders = crate::incoming::embedded_decoders()?;
     let (mut written, mut event) = (0_u64, 0_u64);
     let mut batch = Vec::with_capacity(BATCH);
     let mut last_print = Instant::now();
     while written < versions {
         let revisions = revisions(event).min(versions - written);
         for revision in 1..=revisions {
-            let (text, channel) = frame(event, revision);
-            batch.push(decoded_incoming(session, text, channel)?);
+            let (text, _) = frame(event, revision);
+            batch.push(crate::incoming::decoded_incoming(&decoders, session, text)?);
         }
         written += revisions;
         event += 1;
@@ -169,11 +136,6 @@ async fn generate_at(url: &str, versions: u64) -> Result<f64> {
     drop(writer);
     drop(store);
     Ok(started.elapsed().as_secs_f64())
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// The versions an existing archive at `path` holds, if it can be read.

@@ -9,13 +9,14 @@
 
 use anyhow::{Context, Result};
 use osds_api::report_cache::ReportCache;
+use osds_runtime::decoder_set::DecoderSet;
 use osds_store::Incoming;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// One new cq report version as the ingest pipeline hands it to the writer.
-fn cq_incoming(session: i64, tag: &str, n: u64) -> Result<Incoming> {
-    crate::archive::decoded_incoming(session, crate::cq_frame(tag, n, 1), &wolfx_core::CQ)
+fn cq_incoming(decoders: &DecoderSet, session: i64, tag: &str, n: u64) -> Result<Incoming> {
+    crate::incoming::decoded_incoming(decoders, session, crate::cq_frame(tag, n, 1))
 }
 
 /// An empty archive in a new folder under `root`, its store and writer, and a session to archive frames on.
@@ -49,8 +50,7 @@ pub struct PushPath {
 
 pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
     let (dir, store, mut writer, session) = fresh_archive(root, "push-path").await?;
-    let runtime = osds_runtime::Runtime::new(osds_runtime::Limits::default())?;
-    let decoders = osds_runtime::decoder_set::DecoderSet::embedded(&runtime)?;
+    let decoders = crate::incoming::embedded_decoders()?;
     let cq = decoders
         .for_tag("cq_eew")
         .context("no embedded cq decoder")?
@@ -63,7 +63,7 @@ pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
     };
     let mut sent = Vec::new();
     for n in 0..frames {
-        let incoming = cq_incoming(session, "P", n)?;
+        let incoming = cq_incoming(&decoders, session, "P", n)?;
         sent.push(incoming.clone());
         let at = Instant::now();
         cq.decode(&incoming.frame)
@@ -112,8 +112,11 @@ pub struct FeedReads {
 /// A small fresh archive with a few reports, then `readers` concurrent reads of the newest one.
 pub async fn feed_reads(root: &Path, readers: &[usize]) -> Result<Vec<FeedReads>> {
     let (dir, store, mut writer, session) = fresh_archive(root, "feed").await?;
+    let decoders = crate::incoming::embedded_decoders()?;
     for n in 0..20 {
-        writer.ingest(&[cq_incoming(session, "B", n)?]).await?;
+        writer
+            .ingest(&[cq_incoming(&decoders, session, "B", n)?])
+            .await?;
     }
     let newest = writer.high_water();
     let cache = std::sync::Arc::new(ReportCache::default());

@@ -29,6 +29,7 @@ mod archive;
 mod breakdown;
 mod fanout;
 mod frames;
+mod incoming;
 mod limiter;
 mod nchan;
 mod wasm_cost;

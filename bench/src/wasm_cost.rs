@@ -5,9 +5,11 @@
 use crate::{Summary, summarize};
 use anyhow::{Context, Result, bail};
 use osds_runtime::decoder_set::DecoderSet;
+use osds_runtime::decoding::Outcome;
 use osds_runtime::{Limits, Runtime};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use wolfx_core::Decoded;
 
 /// One upstream frame and the channel whose decoder it goes to.
 struct Frame {
@@ -110,15 +112,13 @@ pub fn run(fixtures: &Path, samples: Option<&Path>, rounds: usize) -> Result<Was
     let mut disagreements = Vec::new();
     for (frame, component) in frames.iter().zip(&components) {
         let native = wolfx_core::decode(frame.channel, &frame.bytes);
-        let wasm = component.decode(&frame.bytes);
+        // The component through the one decode step, as ingestion calls it.
+        let wasm = osds_runtime::decoding::decode_with(component.clone(), &frame.bytes);
         let same = match (&native, &wasm) {
-            (Ok(a), Ok(b)) => a == b,
-            (Err(a), Err(b)) => {
-                serde_json::to_value(a.kind)
-                    .ok()
-                    .as_ref()
-                    .and_then(|k| k.as_str())
-                    == Some(b.kind())
+            (Ok(Decoded::Report(a)), Outcome::Report { report, .. }) => **report == *a,
+            (Ok(Decoded::Control(a)), Outcome::Control { control, .. }) => control == a,
+            (Err(a), Outcome::Failed { kind, .. }) => {
+                serde_json::to_value(a.kind).ok() == serde_json::to_value(kind).ok()
             }
             _ => false,
         };

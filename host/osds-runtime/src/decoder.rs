@@ -35,25 +35,6 @@ pub enum DecodeFailure {
     Call(#[from] CallError),
 }
 
-impl DecodeFailure {
-    /// Stable name of the failure kind, as stored and printed.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            DecodeFailure::Rejected(e) => kind_name(e.kind),
-            DecodeFailure::Call(CallError::Timeout(_)) => "timeout",
-            DecodeFailure::Call(CallError::Trap { .. }) => "trap",
-        }
-    }
-}
-
-fn kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Malformed => "malformed",
-        ErrorKind::Unsupported => "unsupported",
-        ErrorKind::MissingField => "missing-field",
-    }
-}
-
 pub struct DecoderComponent {
     runtime: Arc<Runtime>,
     pre: bindings::DecoderPre<CallState>,

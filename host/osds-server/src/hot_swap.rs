@@ -8,6 +8,7 @@ use crate::ingest::{ChannelSpec, Ingester};
 use anyhow::Context;
 use osds_runtime::SharedShaper;
 use osds_runtime::decoder_set::{DecoderSet, SharedDecoders, wasm_files};
+use osds_runtime::decoding;
 use osds_runtime::units;
 use osds_runtime::units::Unit;
 use osds_runtime::{
@@ -20,12 +21,11 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use wolfx_core::Decoded;
 
 /// Differences listed in a canary report at most (the counts are always complete).
 const DIFFERENCES_SHOWN: usize = 20;
 
-/// How a decoder handled one payload.
+/// How a decoder handled one payload, as a canary report shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "result")]
 enum Outcome {
@@ -41,22 +41,23 @@ enum Outcome {
 }
 
 impl Outcome {
-    fn of(decoder: Option<&DecoderComponent>, payload: &[u8]) -> Outcome {
+    /// The payload through the one decode step (`osds_runtime::decoding`), as ingestion would see it with
+    /// `decoder` in service: the same report, or the same failure kind.
+    fn of(decoder: Option<Arc<DecoderComponent>>, payload: &[u8]) -> Outcome {
         let Some(decoder) = decoder else {
             return Outcome::NoDecoder;
         };
-        match decoder.decode(payload) {
-            Ok(Decoded::Report(report)) => Outcome::Report {
+        match decoding::decode_with(decoder, payload) {
+            decoding::Outcome::Report { report, .. } => Outcome::Report {
                 report: serde_json::to_value(report).unwrap_or(Value::Null),
             },
-            Ok(Decoded::Control(_)) => Outcome::Error {
-                kind: "control".into(),
-                message: "a control frame".into(),
-            },
-            Err(failure) => Outcome::Error {
-                kind: failure.kind().into(),
-                message: failure.to_string(),
-            },
+            other => {
+                let (kind, message) = other.failure().expect("not a report");
+                Outcome::Error {
+                    kind: kind.as_str().into(),
+                    message,
+                }
+            }
         }
     }
 
@@ -351,10 +352,9 @@ impl ComponentManager {
         set.with_decoder(candidate.clone())?;
         let payloads = self.canary_payloads(&info).await?;
         let (new, old) = (candidate.clone(), current.clone());
-        let canary =
-            tokio::task::spawn_blocking(move || run_canary(old.as_deref(), &new, payloads))
-                .await
-                .context("the canary failed to run")?;
+        let canary = tokio::task::spawn_blocking(move || run_canary(old, new, payloads))
+            .await
+            .context("the canary failed to run")?;
         let verdict = Verdict {
             decoder: info,
             replaces: current.map(|c| c.info().clone()),
@@ -721,8 +721,8 @@ fn stamped(set: &DecoderSet, sha256: &str) -> String {
 
 /// Decodes every payload with both decoders (frames of the transport, heartbeats and pongs, are skipped).
 fn run_canary(
-    current: Option<&DecoderComponent>,
-    candidate: &DecoderComponent,
+    current: Option<Arc<DecoderComponent>>,
+    candidate: Arc<DecoderComponent>,
     payloads: Vec<(String, Vec<u8>)>,
 ) -> CanaryReport {
     let mut report = CanaryReport::default();
@@ -734,8 +734,8 @@ fn run_canary(
         report.payloads += 1;
         report.record(
             label,
-            Outcome::of(current, &payload),
-            Outcome::of(Some(candidate), &payload),
+            Outcome::of(current.clone(), &payload),
+            Outcome::of(Some(candidate.clone()), &payload),
         );
     }
     report

@@ -2,10 +2,9 @@
 //! component, and compute each report's version identity.
 
 use osds_runtime::decoder_set::SharedDecoders;
+use osds_runtime::decoding::{self, Fallback, Outcome};
 use osds_runtime::units;
 use osds_store::{Incoming, UnitKind, UnitRecord};
-use sha2::{Digest, Sha256};
-use wolfx_core::Decoded;
 
 /// Marker of a delivery that arrived on a channel's own socket as a push.
 pub const MARKER_PRIMARY_PUSH: &str = "primary-websocket-push";
@@ -64,46 +63,39 @@ pub fn prepare(
     }
 }
 
+/// What the archive stores of a unit: the one decode step's outcome (`osds_runtime::decoding`).
 fn decode_unit(
     decoders: &osds_runtime::DecoderSet,
     unit: &units::Unit,
     own_type: Option<&str>,
 ) -> UnitKind {
-    let Some(tag) = unit.type_tag.as_deref().or(own_type) else {
-        return UnitKind::Unparsed {
-            source: None,
-            decoder: None,
-            error_kind: "malformed".into(),
-            message: "frame on /all_eew has no readable `type` (not JSON, or no type field)".into(),
-        };
-    };
-    let Some(decoder) = decoders.for_tag(tag) else {
-        return UnitKind::Ignored;
-    };
-    let info = decoder.info();
-    match decoder.decode(&unit.bytes) {
-        Ok(Decoded::Report(report)) => {
-            let canonical =
-                units::canonical_without_type(&unit.bytes).unwrap_or_else(|| unit.bytes.clone());
+    let fallback = own_type.map_or(Fallback::None, Fallback::Tag);
+    let outcome = decoding::decode_unit(decoders, unit, fallback);
+    let named = |info: &osds_runtime::DecoderInfo| format!("{}@{}", info.name, info.sha256);
+    match outcome {
+        Outcome::Report {
+            report,
+            identity,
+            decoder,
+        } => {
+            let info = decoder.info();
             UnitKind::Report {
                 source: info.source.clone(),
-                identity: hex::encode(Sha256::digest(&canonical)),
-                report: Box::new(report),
+                identity,
+                report,
                 decoder_name: info.name.clone(),
                 decoder_sha256: info.sha256.clone(),
             }
         }
-        Ok(Decoded::Control(_)) => UnitKind::Unparsed {
-            source: Some(info.source.clone()),
-            decoder: Some(format!("{}@{}", info.name, info.sha256)),
-            error_kind: "unsupported".into(),
-            message: format!("decoder returned a control frame for type `{tag}`"),
-        },
-        Err(failure) => UnitKind::Unparsed {
-            source: Some(info.source.clone()),
-            decoder: Some(format!("{}@{}", info.name, info.sha256)),
-            error_kind: failure.kind().into(),
-            message: failure.to_string(),
-        },
+        Outcome::Unclaimed { .. } => UnitKind::Ignored,
+        other => {
+            let (kind, message) = other.failure().expect("not a report");
+            UnitKind::Unparsed {
+                source: other.decoder().map(|info| info.source.clone()),
+                decoder: other.decoder().map(named),
+                error_kind: kind.as_str().into(),
+                message,
+            }
+        }
     }
 }

@@ -3,13 +3,14 @@
 use super::limits_args::LimitsArgs;
 use osds_runtime::Runtime;
 use osds_runtime::decoder_set::DecoderSet;
+use osds_runtime::decoding::{self, Fallback, Outcome};
 use osds_runtime::units;
 use osds_runtime::units::is_control_tag;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use wolfx_core::{Control, Decoded};
+use wolfx_core::Control;
 
 #[derive(Debug, clap::Args)]
 pub struct DecodeArgs {
@@ -68,26 +69,31 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Decodes one unit and renders the outcome: the report, `{"control": ...}` or `{"error": ..., "kind": ...}`.
+/// Decodes one unit (the one decode step, `osds_runtime::decoding`) and renders the outcome: the report,
+/// `{"control": ...}` or `{"error": ..., "kind": ...}`. `forced_tag` routes it instead of its own `type`; a
+/// control frame's tag goes to any decoder (each reads heartbeats and pongs).
 pub fn decode_unit(decoders: &DecoderSet, forced_tag: Option<&str>, unit: &units::Unit) -> Value {
     let tag = forced_tag
         .map(str::to_string)
         .or_else(|| unit.type_tag.clone());
-    let decoder = match tag.as_deref() {
-        Some(tag) if is_control_tag(tag) => decoders.decoders().into_iter().next(),
-        Some(tag) => decoders.for_tag(tag).cloned(),
-        None if serde_json::from_slice::<serde::de::IgnoredAny>(&unit.bytes).is_err() => {
-            return json!({ "error": "the frame is not valid JSON, so it has no `type` to route by (pass --type)", "kind": "malformed" });
-        }
-        None => {
-            return json!({ "error": "the frame has no top-level `type` to route by (pass --type)", "kind": "unrouted" });
+    let untyped = tag.is_none();
+    let outcome = match tag.as_deref() {
+        Some(tag) if is_control_tag(tag) => match decoders.decoders().into_iter().next() {
+            Some(decoder) => decoding::decode_with(decoder, &unit.bytes),
+            None => decoding::decode_unit(decoders, unit, Fallback::None),
+        },
+        _ => {
+            let routed = units::Unit {
+                type_tag: tag,
+                bytes: unit.bytes.clone(),
+            };
+            decoding::decode_unit(decoders, &routed, Fallback::None)
         }
     };
-    let Some(decoder) = decoder else {
-        return json!({ "error": format!("no loaded decoder claims type `{}`", tag.unwrap_or_default()), "kind": "unrouted" });
-    };
-    match decoder.decode(&unit.bytes) {
-        Ok(Decoded::Report(report)) => {
+    match outcome {
+        Outcome::Report {
+            report, decoder, ..
+        } => {
             let mut value = json!({ "source": decoder.info().source });
             if let (Value::Object(out), Ok(Value::Object(fields))) =
                 (&mut value, serde_json::to_value(&report))
@@ -96,13 +102,19 @@ pub fn decode_unit(decoders: &DecoderSet, forced_tag: Option<&str>, unit: &units
             }
             value
         }
-        Ok(Decoded::Control(control)) => {
+        Outcome::Control { control, .. } => {
             let (kind, timestamp) = match control {
                 Control::Heartbeat(t) => ("heartbeat", t),
                 Control::Pong(t) => ("pong", t),
             };
             json!({ "control": { "kind": kind, "timestamp": timestamp } })
         }
-        Err(failure) => json!({ "error": failure.to_string(), "kind": failure.kind() }),
+        other => {
+            let (kind, mut message) = other.failure().expect("not a report");
+            if untyped {
+                message.push_str(" (pass --type)");
+            }
+            json!({ "error": message, "kind": kind.as_str() })
+        }
     }
 }

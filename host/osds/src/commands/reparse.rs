@@ -5,17 +5,16 @@
 
 use anyhow::Context;
 use osds_runtime::DecoderSet;
+use osds_runtime::decoding::{self, Fallback, Outcome};
 use osds_runtime::units;
 use osds_runtime::{Limits, Runtime};
 use osds_server::hot_swap::installed_decoders;
 use osds_store::{self, ArchivedUnit, Recovered, UnparsedFilter};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use wolfx_core::Decoded;
 
 /// Deliveries read and committed per step.
 const BATCH: i64 = 200;
@@ -79,31 +78,33 @@ fn decode_unit(decoders: &DecoderSet, unit: &ArchivedUnit) -> Fate {
     else {
         return Fate::Failing("unit-missing".into());
     };
-    let decoder = match (piece.type_tag.as_deref(), unit.source.as_deref()) {
-        (Some(tag), _) => decoders.for_tag(tag).cloned(),
-        (None, Some(source)) => decoders.for_source(source),
-        (None, None) => None,
-    };
-    let Some(decoder) = decoder else {
-        return Fate::Failing("no-decoder".into());
-    };
-    match decoder.decode(&piece.bytes) {
-        Ok(Decoded::Report(report)) => {
-            let canonical =
-                units::canonical_without_type(&piece.bytes).unwrap_or_else(|| piece.bytes.clone());
+    let fallback = unit
+        .source
+        .as_deref()
+        .map_or(Fallback::None, Fallback::Source);
+    match decoding::decode_unit(decoders, &piece, fallback) {
+        Outcome::Report {
+            report,
+            identity,
+            decoder,
+        } => {
             let info = decoder.info();
             Fate::Recovered(Box::new(Recovered {
                 delivery_id: unit.delivery_id,
                 received_at: unit.received_at.clone(),
                 source: info.source.clone(),
-                identity: hex::encode(Sha256::digest(&canonical)),
-                report: Box::new(report),
+                identity,
+                report,
                 decoder_name: info.name.clone(),
                 decoder_sha256: info.sha256.clone(),
             }))
         }
-        Ok(Decoded::Control(_)) => Fate::Failing("control".into()),
-        Err(failure) => Fate::Failing(failure.kind().into()),
+        other => Fate::Failing(
+            other
+                .failure()
+                .map_or("unknown", |(kind, _)| kind.as_str())
+                .into(),
+        ),
     }
 }
 
