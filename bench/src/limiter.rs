@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use osds_testkit::server::{Launch, Server};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Requests measured per step and path.
@@ -56,21 +56,6 @@ async fn one_request(source: Ipv4Addr, server: SocketAddr) -> Result<u16> {
     Ok(status)
 }
 
-/// The server's user + system CPU time so far.
-fn cpu_time(pid: u32) -> Result<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .context("stat")?
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    Ok(Duration::from_secs_f64(ticks as f64 / per_second as f64))
-}
-
 /// Makes `fill` new clients, numbered from `from`, `PARALLEL` at a time.
 async fn fill(server: SocketAddr, from: usize, to: usize) -> Result<()> {
     let mut next = from;
@@ -100,7 +85,7 @@ async fn fill(server: SocketAddr, from: usize, to: usize) -> Result<()> {
 /// `MEASURED` requests to `path` from measuring addresses numbered from `first`; returns the row.
 async fn measure(server: &Server, clients: usize, path: &'static str, first: usize) -> Result<Row> {
     let url = format!("{}{path}", server.base.trim_end_matches("/api/v1"));
-    let cpu_before = cpu_time(server.pid())?;
+    let cpu_before = crate::proc_cpu_secs(server.pid()).context("the server's CPU time")?;
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     let measuring = MEASURED / PER_CLIENT;
@@ -132,13 +117,13 @@ async fn measure(server: &Server, clients: usize, path: &'static str, first: usi
         latencies.extend(done??);
     }
     let wall = started.elapsed();
-    let cpu = cpu_time(server.pid())? - cpu_before;
+    let cpu = crate::proc_cpu_secs(server.pid()).context("the server's CPU time")? - cpu_before;
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
     Ok(Row {
         clients,
         path,
-        cpu_us: cpu.as_secs_f64() * 1e6 / latencies.len() as f64,
+        cpu_us: cpu * 1e6 / latencies.len() as f64,
         per_second: latencies.len() as f64 / wall.as_secs_f64(),
         p50_us: at(0.5),
         p99_us: at(0.99),

@@ -245,26 +245,17 @@ fn proc_cpu_secs(pid: u32) -> Option<f64> {
     let mut fields = rest.split_whitespace().skip(11);
     let utime: u64 = fields.next()?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let ticks = rustix::param::clock_ticks_per_second().max(1) as f64;
     Some((utime + stime) as f64 / ticks)
 }
 
 /// Raises this process's open-file limit to its hard limit (children inherit it); returns the new soft limit.
 fn raise_fd_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain libc calls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-        }
-    }
-    limit.rlim_cur
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    limit.current = limit.maximum;
+    let _ = setrlimit(Resource::Nofile, limit);
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ impl Nginx {
         let port = free_port()?;
         let d = dir.display();
         // `user` only matters when the master runs as root; the workers then stay root to use `dir`.
-        let user = if unsafe { libc::geteuid() } == 0 {
+        let user = if rustix::process::geteuid().is_root() {
             "user root;"
         } else {
             ""
@@ -155,8 +155,8 @@ impl Drop for Nginx {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // SIGTERM to the master: it stops its workers (a SIGKILL would leave them running).
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
             }
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {

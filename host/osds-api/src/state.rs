@@ -1,5 +1,6 @@
 //! What every handler can reach.
 
+use crate::live::LiveState;
 use crate::live::config::LiveConfig;
 use crate::live::hub::Hub;
 use crate::recent::RecentReports;
@@ -41,4 +42,21 @@ pub struct AppState {
     pub hub: Arc<Hub>,
     /// SSE streams that took their connections from hyper; a shutdown waits for them as for connections.
     pub live_streams: tokio_util::task::TaskTracker,
+}
+
+/// Live delivery's part of the state (see `crate::live::state`).
+impl axum::extract::FromRef<AppState> for LiveState {
+    fn from_ref(state: &AppState) -> LiveState {
+        LiveState {
+            store: state.store.clone(),
+            upstream: state.upstream.clone(),
+            high_water: state.high_water.clone(),
+            config: state.live_config.clone(),
+            shutdown: state.shutdown.clone(),
+            report_cache: state.report_cache.clone(),
+            recent: state.recent.clone(),
+            hub: state.hub.clone(),
+            streams: state.live_streams.clone(),
+        }
+    }
 }

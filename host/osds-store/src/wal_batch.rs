@@ -15,6 +15,10 @@
 //! sector boundary after its sync, which SQLite does only when the file cannot overwrite in a power-safe way;
 //! on such a file the writes pass straight through.
 
+// A VFS is C function pointers over SQLite's own file objects: the one place the workspace allows `unsafe`
+// (its `[workspace.lints]` deny it everywhere else).
+#![allow(unsafe_code)]
+
 use rusqlite::ffi;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;

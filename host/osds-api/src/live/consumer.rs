@@ -3,10 +3,10 @@
 
 use super::config::LiveConfig;
 use super::feed::Feed;
+use super::state::LiveState;
 use crate::error::{ApiError, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, parse_int};
 use crate::sources::SourceFilter;
-use crate::state::AppState;
 use axum::http::HeaderMap;
 use osds_time::now_rfc3339;
 use serde_json::{Value, json};
@@ -22,14 +22,14 @@ pub(super) struct Asked {
 }
 
 /// Subscribes to commits, then fixes the starting cursor: `after`, or the current horizon (no history).
-pub(super) fn start_feed(state: &AppState, asked: Asked) -> Feed {
+pub(super) fn start_feed(state: &LiveState, asked: Asked) -> Feed {
     Feed::new(
         state.store.clone(),
         state.report_cache.clone(),
         state.recent.clone(),
         state.high_water.clone(),
         asked.after,
-        state.live_config.replay_rate,
+        state.config.replay_rate,
         asked.filter,
     )
 }
@@ -37,7 +37,7 @@ pub(super) fn start_feed(state: &AppState, asked: Asked) -> Feed {
 /// What a consumer asked for ([`requested`]); its cursor is refused (409) when it is above the archive's
 /// horizon: it came from another archive, and resuming from it would skip reports in silence.
 pub(super) async fn checked_request(
-    state: &AppState,
+    state: &LiveState,
     query: Option<&str>,
     headers: Option<&HeaderMap>,
 ) -> Result<Asked, ApiError> {
@@ -104,7 +104,7 @@ pub(super) fn ready_message(feed: &Feed, archive_id: &str) -> Value {
     })
 }
 
-pub(super) fn status_message(state: &AppState) -> Value {
+pub(super) fn status_message(state: &LiveState) -> Value {
     json!({
         "type": "status",
         "serverTime": now_rfc3339(),

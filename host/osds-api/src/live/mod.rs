@@ -10,9 +10,11 @@ mod consumer;
 pub mod feed;
 pub mod hub;
 pub mod sse;
+pub mod state;
 pub mod ws;
 
 pub use config::LiveConfig;
 pub use feed::Feed;
 pub use sse::stream;
+pub use state::LiveState;
 pub use ws::ws;

@@ -8,11 +8,11 @@ use super::consumer::{
     Duties, Subscriber, checked_request, lifetime_reason, ready_message, start_feed, status_message,
 };
 use super::feed::Feed;
+use super::state::LiveState;
 use crate::error::ApiError;
 use crate::gateway::HeldSlot;
 use crate::listener::Peer;
 use crate::socket::{Kind, Tap};
-use crate::state::AppState;
 use crate::wire::{LAST_CHUNK, comment, http_chunk, json_event};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Extension, RawQuery, State};
@@ -32,7 +32,7 @@ use tokio_util::task::TaskTracker;
 const KEEPALIVE: &[u8] = b":\n\n";
 
 pub async fn stream(
-    State(state): State<AppState>,
+    State(state): State<LiveState>,
     method: Method,
     version: Version,
     peer: Option<Extension<ConnectInfo<Peer>>>,
@@ -60,7 +60,7 @@ pub async fn stream(
         Some(tap) if method == Method::GET && version == Version::HTTP_11 => {
             state.hub.register(&tap);
             feed.lend_when_caught_up(tap.clone(), Kind::Sse);
-            let streams = state.live_streams.clone();
+            let streams = state.streams.clone();
             let events = Events::new(state, feed);
             // The stream ends the connection; hyper does not get it back.
             headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -157,7 +157,7 @@ enum Turn {
 /// disconnected: hyper stops polling the body while its write buffer is full, and the feed falls back to
 /// the archive as far behind as the consumer is.
 struct Events {
-    state: AppState,
+    state: LiveState,
     feed: Feed,
     duties: Duties,
     stopping: Pin<Box<dyn Future<Output = ()> + Send>>,
@@ -170,8 +170,8 @@ struct Events {
 }
 
 impl Events {
-    fn new(state: AppState, feed: Feed) -> Events {
-        let config = &state.live_config;
+    fn new(state: LiveState, feed: Feed) -> Events {
+        let config = &state.config;
         let duties = Duties::new(config);
         let mut shutdown = state.shutdown.clone();
         let retry = Bytes::from(format!("retry: {}\n\n", config.retry.as_millis()));

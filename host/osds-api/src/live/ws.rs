@@ -5,11 +5,11 @@ use super::consumer::{
     Duties, Subscriber, checked_request, lifetime_reason, ready_message, start_feed, status_message,
 };
 use super::feed::Feed;
+use super::state::LiveState;
 use crate::error::{ApiError, ErrorCode};
 use crate::gateway::HeldSlot;
 use crate::listener::Peer;
 use crate::socket::Kind;
-use crate::state::AppState;
 use axum::extract::ws::{
     CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
 };
@@ -33,7 +33,7 @@ const MAX_INCOMING: usize = 64 * 1024;
 const MISSED_PINGS: u32 = 3;
 
 pub async fn ws(
-    State(state): State<AppState>,
+    State(state): State<LiveState>,
     RawQuery(query): RawQuery,
     slot: Option<Extension<HeldSlot>>,
     peer: Option<Extension<ConnectInfo<Peer>>>,
@@ -126,8 +126,8 @@ enum Outgoing {
     Nothing,
 }
 
-async fn run(state: AppState, mut feed: Feed, mut socket: WebSocket) {
-    let config = state.live_config.clone();
+async fn run(state: LiveState, mut feed: Feed, mut socket: WebSocket) {
+    let config = state.config.clone();
     let patience = config.slow_consumer;
     let mut shutdown = state.shutdown.clone();
     let ready = text(&ready_message(&feed, state.store.archive_id()));
