@@ -99,7 +99,11 @@ async fn generate_at(url: &str, versions: u64) -> Result<f64> {
     let (store, mut writer) = osds_store::open(url).await?;
     writer.register_ingester("bench").await?;
     let session = writer
-        .open_session("/all_eew", "redundant", "ws://osds-bench.invalid/all_eew")
+        .open_session(
+            "/all_eew",
+            osds_store::SocketRole::Redundant,
+            "ws://osds-bench.invalid/all_eew",
+        )
         .await?;
     let decoders = crate::incoming::embedded_decoders()?;
     let (mut written, mut event) = (0_u64, 0_u64);

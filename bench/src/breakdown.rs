@@ -30,7 +30,11 @@ async fn fresh_archive(
     let url = format!("sqlite://{}", dir.join("osds.db").display());
     let (store, mut writer) = osds_store::open(&url).await?;
     let session = writer
-        .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
+        .open_session(
+            "/cq_eew",
+            osds_store::SocketRole::Primary,
+            "ws://osds-bench.invalid/cq_eew",
+        )
         .await?;
     Ok((dir, store, writer, session))
 }
@@ -89,7 +93,11 @@ pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
     let (_, mut writer) = osds_store::open(&cluster.database("osds").await).await?;
     writer.register_ingester("bench").await?;
     let session = writer
-        .open_session("/cq_eew", "primary", "ws://osds-bench.invalid/cq_eew")
+        .open_session(
+            "/cq_eew",
+            osds_store::SocketRole::Primary,
+            "ws://osds-bench.invalid/cq_eew",
+        )
         .await?;
     for mut incoming in sent {
         incoming.session_id = session;

@@ -45,7 +45,7 @@ pub fn decoded_incoming(decoders: &DecoderSet, session: i64, text: String) -> Re
         reception: None,
         received_at: osds_time::now_rfc3339(),
         frame: text.into_bytes(),
-        marker: "websocket-push",
+        marker: osds_store::Marker::PrimaryPush,
         units: vec![UnitRecord {
             unit_index: 0,
             type_tag,

@@ -23,7 +23,7 @@ pub struct Incoming {
     pub reception: Option<i64>,
     pub received_at: String,
     pub frame: Vec<u8>,
-    pub marker: &'static str,
+    pub marker: crate::Marker,
     pub units: Vec<UnitRecord>,
 }
 
@@ -460,7 +460,7 @@ impl Delivery<'_> {
             .bind(self.unit.unit_index)
             .bind(self.unit.type_tag.clone().map(storable))
             .bind(self.source)
-            .bind(self.incoming.marker)
+            .bind(self.incoming.marker.as_str())
             .bind(self.outcome)
             .bind(self.report_id)
             .bind(self.event_key)

@@ -542,7 +542,11 @@ mod tests {
             .backup
             .path;
         let session = writer
-            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+            .open_session(
+                "/cq_eew",
+                crate::SocketRole::Primary,
+                "ws://test.invalid/cq_eew",
+            )
             .await
             .unwrap();
         writer.ingest(&frames(session, 6..=8)).await.unwrap();
@@ -559,7 +563,11 @@ mod tests {
         assert_eq!(store.archive_id(), outcome.archive_id);
         assert_eq!(store.high_water().await.unwrap(), outcome.id_floor);
         let session = writer
-            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+            .open_session(
+                "/cq_eew",
+                crate::SocketRole::Primary,
+                "ws://test.invalid/cq_eew",
+            )
             .await
             .unwrap();
         let summary = writer.ingest(&frames(session, 100..=100)).await.unwrap();
@@ -600,7 +608,11 @@ mod tests {
                 .backup
                 .path;
             let session = writer
-                .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+                .open_session(
+                    "/cq_eew",
+                    crate::SocketRole::Primary,
+                    "ws://test.invalid/cq_eew",
+                )
                 .await
                 .unwrap();
             writer.ingest(&frames(session, 6..=8)).await.unwrap();
@@ -634,7 +646,11 @@ mod tests {
                     assert!(floor.contains(&outcome.id_floor), "{what}: {outcome:?}");
                     let (_, mut writer) = crate::open(&url).await.unwrap();
                     let session = writer
-                        .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+                        .open_session(
+                            "/cq_eew",
+                            crate::SocketRole::Primary,
+                            "ws://test.invalid/cq_eew",
+                        )
                         .await
                         .unwrap();
                     let summary = writer.ingest(&frames(session, 100..=100)).await.unwrap();

@@ -86,7 +86,11 @@ mod tests {
     async fn the_wal_is_recycled_while_the_writer_commits() {
         let (_store, mut writer, dir) = archive("checkpoints", 100).await;
         let session = writer
-            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+            .open_session(
+                "/cq_eew",
+                crate::SocketRole::Primary,
+                "ws://test.invalid/cq_eew",
+            )
             .await
             .unwrap();
         for round in 1..=40 {
@@ -115,7 +119,11 @@ mod tests {
     async fn reports_committed_one_by_one_do_not_restart_the_wal() {
         let (_store, mut writer, dir) = archive("wal-restarts", 10).await;
         let session = writer
-            .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+            .open_session(
+                "/cq_eew",
+                crate::SocketRole::Primary,
+                "ws://test.invalid/cq_eew",
+            )
             .await
             .unwrap();
         // The WAL header's salt changes each time the WAL starts over.

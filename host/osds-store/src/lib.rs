@@ -6,6 +6,7 @@ mod archiving;
 pub mod backup;
 mod beside;
 mod checkpoint;
+pub mod codes;
 mod components;
 mod counts;
 mod db;
@@ -35,6 +36,7 @@ mod writer_task;
 
 pub use archiving::{Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord};
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
+pub use codes::{EndReason, Marker, SocketRole};
 pub use components::{ChannelComponent, ComponentChange};
 pub use counts::ArchiveCounts;
 pub use db::is_postgres_url;

@@ -1058,7 +1058,7 @@ mod listed_events_tests {
             reception: None,
             received_at: format!("2025-06-01T00:{:02}:{:02}Z", n / 60, n % 60),
             frame: format!("{{\"type\":\"{source}_eew\",\"n\":{n}}}").into_bytes(),
-            marker: "websocket-push",
+            marker: crate::Marker::PrimaryPush,
             units: vec![UnitRecord {
                 unit_index: 0,
                 type_tag: Some(format!("{source}_eew")),
@@ -1167,7 +1167,11 @@ mod listed_events_tests {
     async fn kept_lists_caught_up_after_new_versions_list_what_a_full_read_lists() {
         let (store, mut writer, dir) = archive("listed-catch-up", 0).await;
         let session = writer
-            .open_session("/all_eew", "redundant", "ws://test.invalid/all_eew")
+            .open_session(
+                "/all_eew",
+                crate::SocketRole::Redundant,
+                "ws://test.invalid/all_eew",
+            )
             .await
             .unwrap();
         let t = |s: &str| Some(format!("2025-05-0{s}T00:00:00Z"));

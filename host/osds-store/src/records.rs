@@ -1,6 +1,7 @@
 //! The ingest path's bookkeeping writes (sessions, outages, counters, refused frames), as statements both
 //! backends run. (On PostgreSQL an outage also depends on the other ingesters: `postgres/`.)
 
+use crate::codes::EndReason;
 use crate::statements::Statements;
 use osds_time::now_rfc3339;
 
@@ -39,15 +40,17 @@ pub(crate) fn close_stale_sessions(ingester: Option<&str>, alive_at: Option<&str
         Some(_) => {
             "UPDATE sessions SET ended_at = CASE WHEN COALESCE(connected_at, started_at) > ? \
              THEN COALESCE(connected_at, started_at) ELSE ? END, \
-             end_reason = 'interrupted' WHERE ended_at IS NULL AND ingester = ?"
+             end_reason = ? WHERE ended_at IS NULL AND ingester = ?"
         }
         None => {
             "UPDATE sessions SET ended_at = CASE WHEN COALESCE(connected_at, started_at) > ? \
              THEN COALESCE(connected_at, started_at) ELSE ? END, \
-             end_reason = 'interrupted' WHERE ended_at IS NULL"
+             end_reason = ? WHERE ended_at IS NULL"
         }
     });
-    s.bind(at.clone()).bind(at);
+    s.bind(at.clone())
+        .bind(at)
+        .bind(EndReason::Interrupted.as_str());
     if let Some(ingester) = ingester {
         s.bind(ingester);
     }

@@ -17,7 +17,11 @@ pub async fn archive(what: &str, versions: i64) -> (Store, Writer, PathBuf) {
         .await
         .unwrap();
     let session = writer
-        .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+        .open_session(
+            "/cq_eew",
+            crate::SocketRole::Primary,
+            "ws://test.invalid/cq_eew",
+        )
         .await
         .unwrap();
     for batch in frames(session, 1..=versions).chunks(500) {
@@ -52,7 +56,7 @@ pub fn frames(session: i64, numbers: RangeInclusive<i64>) -> Vec<Incoming> {
                 reception: None,
                 received_at: osds_time::now_rfc3339(),
                 frame: format!("{{\"type\":\"cq_eew\",\"n\":{n}}}").into_bytes(),
-                marker: "websocket-push",
+                marker: crate::Marker::PrimaryPush,
                 units: vec![UnitRecord {
                     unit_index: 0,
                     type_tag: Some("cq_eew".into()),

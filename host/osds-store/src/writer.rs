@@ -155,7 +155,12 @@ impl Writer {
         Ok(None)
     }
 
-    pub async fn open_session(&mut self, path: &str, role: &str, url: &str) -> anyhow::Result<i64> {
+    pub async fn open_session(
+        &mut self,
+        path: &str,
+        role: crate::SocketRole,
+        url: &str,
+    ) -> anyhow::Result<i64> {
         let id = self.next_session_id();
         self.open_session_with_id(id, path, role, url, &now_rfc3339())
             .await?;
@@ -167,7 +172,7 @@ impl Writer {
         &mut self,
         id: i64,
         path: &str,
-        role: &str,
+        role: crate::SocketRole,
         url: &str,
         started_at: &str,
     ) -> anyhow::Result<()> {
@@ -175,7 +180,14 @@ impl Writer {
             Backend::Sqlite(_) => None,
             Backend::Postgres(b) => Some(b.registered()?.to_owned()),
         };
-        let statement = records::open_session(id, ingester.as_deref(), path, role, url, started_at);
+        let statement = records::open_session(
+            id,
+            ingester.as_deref(),
+            path,
+            role.as_str(),
+            url,
+            started_at,
+        );
         self.run(statement).await.map(drop)
     }
 
@@ -183,8 +195,10 @@ impl Writer {
         self.run(records::session_connected(id)).await.map(drop)
     }
 
-    pub async fn session_ended(&mut self, id: i64, reason: &str) -> anyhow::Result<()> {
-        self.run(records::session_ended(id, reason)).await.map(drop)
+    pub async fn session_ended(&mut self, id: i64, reason: crate::EndReason) -> anyhow::Result<()> {
+        self.run(records::session_ended(id, reason.as_str()))
+            .await
+            .map(drop)
     }
 
     /// After a previous run of this ingester stopped without closing its sessions (it was killed): ends them

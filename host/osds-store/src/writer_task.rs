@@ -44,14 +44,14 @@ enum Write {
     OpenSession {
         id: i64,
         path: String,
-        role: &'static str,
+        role: crate::SocketRole,
         url: String,
         started_at: String,
     },
     SessionConnected(i64),
     /// This process is alive (see [`Writer::mark_alive`]).
     Alive,
-    SessionEnded(i64, String),
+    SessionEnded(i64, crate::EndReason),
     OutageBegin(String, String),
     OutageEnd(String),
     Counter(&'static str, i64),
@@ -90,12 +90,12 @@ impl Write {
                 started_at,
             } => {
                 writer
-                    .open_session_with_id(*id, path, role, url, started_at)
+                    .open_session_with_id(*id, path, *role, url, started_at)
                     .await?
             }
             Write::SessionConnected(id) => writer.session_connected(*id).await?,
             Write::Alive => writer.mark_alive().await?,
-            Write::SessionEnded(id, reason) => writer.session_ended(*id, reason).await?,
+            Write::SessionEnded(id, reason) => writer.session_ended(*id, *reason).await?,
             Write::OutageBegin(source, reason) => writer.outage_begin(source, reason).await?,
             Write::OutageEnd(source) => writer.outage_end(source).await?,
             Write::Counter(name, by) => writer.add_counter(name, *by).await?,
@@ -296,7 +296,7 @@ impl WriterTask {
 
     /// A session id for a new upstream connection, at once; its record is written in order before any frame
     /// sent after it.
-    pub fn open_session(&self, path: &str, role: &'static str, url: &str) -> i64 {
+    pub fn open_session(&self, path: &str, role: crate::SocketRole, url: &str) -> i64 {
         let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
         self.send(Command::Write(Write::OpenSession {
             id,
@@ -312,8 +312,8 @@ impl WriterTask {
         self.send(Command::Write(Write::SessionConnected(id)));
     }
 
-    pub fn session_ended(&self, id: i64, reason: &str) {
-        self.send(Command::Write(Write::SessionEnded(id, reason.into())));
+    pub fn session_ended(&self, id: i64, reason: crate::EndReason) {
+        self.send(Command::Write(Write::SessionEnded(id, reason)));
     }
 
     pub fn outage_begin(&self, source: &str, reason: &str) {
@@ -716,7 +716,11 @@ mod tests {
         let (store, mut writer) = crate::open(url).await.unwrap();
         writer.register_ingester("poison").await.unwrap();
         let task = WriterTask::spawn(writer, DEFAULT_QUEUE_BYTES, None, None).unwrap();
-        let session = task.open_session("/cq_eew", "primary", "ws://relay.invalid/cq_eew");
+        let session = task.open_session(
+            "/cq_eew",
+            crate::SocketRole::Primary,
+            "ws://relay.invalid/cq_eew",
+        );
         task.flush().await;
         for sql in refuse {
             use sqlx::Connection;
@@ -812,7 +816,11 @@ mod tests {
         let (store, mut writer) = crate::open(url).await.unwrap();
         writer.register_ingester("retry").await.unwrap();
         let session = writer
-            .open_session("/cq_eew", "primary", "ws://relay.invalid/cq_eew")
+            .open_session(
+                "/cq_eew",
+                crate::SocketRole::Primary,
+                "ws://relay.invalid/cq_eew",
+            )
             .await
             .unwrap();
         let mut batch = frames(session, 1..=4);

@@ -69,20 +69,20 @@ impl UpstreamBoard {
         let state = UpstreamBoard {
             inner: Mutex::new(Inner::default()),
         };
-        state.add_connection(REDUNDANT_PATH, "redundant");
+        state.add_connection(REDUNDANT_PATH, osds_store::SocketRole::Redundant);
         for channel in channels {
             state.add_channel(channel);
         }
         state
     }
 
-    fn add_connection(&self, path: &str, role: &'static str) {
+    fn add_connection(&self, path: &str, role: osds_store::SocketRole) {
         self.lock()
             .connections
             .entry(path.to_string())
             .or_insert_with(|| ConnectionState {
                 path: path.to_string(),
-                role,
+                role: role.as_str(),
                 ..Default::default()
             });
     }
@@ -101,7 +101,7 @@ impl UpstreamBoard {
             }
             inner.channels.push(channel);
         }
-        self.add_connection(&path, "primary");
+        self.add_connection(&path, osds_store::SocketRole::Primary);
         true
     }
 
@@ -161,7 +161,7 @@ impl UpstreamBoard {
         path: &str,
         connected: bool,
         session_id: Option<i64>,
-        error: Option<&'static str>,
+        error: Option<osds_store::EndReason>,
     ) -> Vec<(String, bool)> {
         let before = self.source_up();
         let mut inner = self.lock();
@@ -177,7 +177,7 @@ impl UpstreamBoard {
                 connection.connected_since = None;
             }
             if error.is_some() || connected {
-                connection.last_error = error;
+                connection.last_error = error.map(osds_store::EndReason::as_str);
             }
         }
         drop(inner);

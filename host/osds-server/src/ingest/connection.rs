@@ -3,12 +3,12 @@
 
 use super::UpstreamConfig;
 use super::board::UpstreamBoard;
-use super::pipeline::{self, MARKER_PRIMARY_PUSH, MARKER_QUERY_OR_PUSH, MARKER_REDUNDANT_PUSH};
+use super::pipeline;
 use super::socket::{self, Socket};
 use futures_util::{SinkExt, StreamExt};
 use osds_runtime::SharedDecoders;
 use osds_runtime::units;
-use osds_store::WriterTask;
+use osds_store::{EndReason, Marker, SocketRole, WriterTask};
 use osds_time::now_rfc3339;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -37,8 +37,12 @@ pub(super) struct Context {
 }
 
 impl Context {
-    fn role(&self) -> &'static str {
-        if self.primary { "primary" } else { "redundant" }
+    fn role(&self) -> SocketRole {
+        if self.primary {
+            SocketRole::Primary
+        } else {
+            SocketRole::Redundant
+        }
     }
 
     fn url(&self) -> String {
@@ -68,22 +72,22 @@ pub(super) async fn run(mut cx: Context) {
                 if cx.stopping() {
                     tracing::info!(path = %cx.path, session_id, "upstream connection closed");
                 } else {
-                    tracing::warn!(path = %cx.path, session_id, reason = ended.code, detail = %ended.detail, "upstream connection ended");
+                    tracing::warn!(path = %cx.path, session_id, reason = ended.code.as_str(), detail = %ended.detail, "upstream connection ended");
                 }
                 cx.writer.session_ended(session_id, ended.code);
                 transition(&cx, false, None, Some(ended.code));
             }
             Ok(Err(e)) => {
                 let code = match e {
-                    Error::Http(_) => "upgrade_refused",
-                    _ => "connect_failed",
+                    Error::Http(_) => EndReason::UpgradeRefused,
+                    _ => EndReason::ConnectFailed,
                 };
-                tracing::warn!(path = %cx.path, reason = code, detail = %e, retry_in = ?backoff, "upstream unavailable");
+                tracing::warn!(path = %cx.path, reason = code.as_str(), detail = %e, retry_in = ?backoff, "upstream unavailable");
                 transition(&cx, false, None, Some(code));
             }
             Err(_) => {
                 tracing::warn!(path = %cx.path, reason = "connect_timeout", retry_in = ?backoff, "upstream connect timed out");
-                transition(&cx, false, None, Some("connect_timeout"));
+                transition(&cx, false, None, Some(EndReason::ConnectTimeout));
             }
         }
         if cx.stopping() {
@@ -99,8 +103,8 @@ pub(super) async fn run(mut cx: Context) {
 
 /// Records a connect or disconnect (with its reason code, see [`Ended`]), and begins or ends the outages it
 /// causes.
-fn transition(cx: &Context, connected: bool, session_id: Option<i64>, error: Option<&'static str>) {
-    let reason = error.unwrap_or_default();
+fn transition(cx: &Context, connected: bool, session_id: Option<i64>, error: Option<EndReason>) {
+    let reason = error.map_or("", EndReason::as_str);
     for (source, up) in cx
         .board
         .set_connected(&cx.path, connected, session_id, error)
@@ -123,12 +127,12 @@ fn transition(cx: &Context, connected: bool, session_id: Option<i64>, error: Opt
 /// Why a connection ended: a stable code that `/status` shows (`lastError`, a session's `endReason`, an
 /// outage's reason), and the library's own words, which only the log gets.
 struct Ended {
-    code: &'static str,
+    code: EndReason,
     detail: String,
 }
 
 impl Ended {
-    fn new(code: &'static str, detail: impl std::fmt::Display) -> Ended {
+    fn new(code: EndReason, detail: impl std::fmt::Display) -> Ended {
         Ended {
             code,
             detail: detail.to_string(),
@@ -197,17 +201,17 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
                     // relay that only pings is reconnected after the silence timeout like one that is silent.
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
                     Some(Ok(Message::Close(frame))) => {
-                        return Ended::new("closed_by_upstream", frame.map(|f| format!("{} {}", f.code, f.reason)).unwrap_or_default());
+                        return Ended::new(EndReason::ClosedByUpstream, frame.map(|f| format!("{} {}", f.code, f.reason)).unwrap_or_default());
                     }
                     Some(Err(Error::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
                         cx.board.refused(&cx.path);
                         cx.writer.refused_frame(session_id, size as u64, max_size as u64);
                         cx.refused_last = true;
                         tracing::error!(path = %cx.path, size, max_size, "refused a frame over the size limit (--upstream-max-frame-mib)");
-                        return Ended::new("frame_too_large", format!("{size} bytes, the limit is {max_size}"));
+                        return Ended::new(EndReason::FrameTooLarge, format!("{size} bytes, the limit is {max_size}"));
                     }
-                    Some(Err(e)) => return Ended::new("connection_lost", e),
-                    None => return Ended::new("connection_lost", "the stream ended"),
+                    Some(Err(e)) => return Ended::new(EndReason::ConnectionLost, e),
+                    None => return Ended::new(EndReason::ConnectionLost, "the stream ended"),
                 };
                 last_message = Instant::now();
                 let received_at = now_rfc3339();
@@ -222,11 +226,11 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
                     tag.as_ref().or(own_type.as_ref()).and_then(|t| queried_at.get(t)).is_some_and(|at| at.elapsed() <= config.query_window)
                 };
                 let marker = if units.iter().any(|u| within_query_window(&u.type_tag)) {
-                    MARKER_QUERY_OR_PUSH
+                    Marker::QueryOrPush
                 } else if cx.primary {
-                    MARKER_PRIMARY_PUSH
+                    Marker::PrimaryPush
                 } else {
-                    MARKER_REDUNDANT_PUSH
+                    Marker::RedundantPush
                 };
                 reception += 1;
                 let received = pipeline::Received { session_id, reception, received_at: received_at.clone(), marker };
@@ -244,16 +248,16 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
             }
             _ = check.tick() => {
                 if last_message.elapsed() >= config.silence_timeout {
-                    return Ended::new("silence", format!("no message for {} s", config.silence_timeout.as_secs_f64()));
+                    return Ended::new(EndReason::Silence, format!("no message for {} s", config.silence_timeout.as_secs_f64()));
                 }
                 if let Err(e) = socket.send(Message::text("ping")).await {
-                    return Ended::new("send_failed", format!("ping: {e}"));
+                    return Ended::new(EndReason::SendFailed, format!("ping: {e}"));
                 }
             }
             _ = tokio::time::sleep_until(next_query), if query_due => {
                 if let Some((command, tag)) = queries.pop_front() {
                     if let Err(e) = socket.send(Message::text(command.clone())).await {
-                        return Ended::new("send_failed", format!("{command}: {e}"));
+                        return Ended::new(EndReason::SendFailed, format!("{command}: {e}"));
                     }
                     queried_at.insert(tag, Instant::now());
                     next_query = Instant::now() + config.query_spacing;
@@ -262,7 +266,7 @@ async fn pump(cx: &mut Context, mut socket: Socket, session_id: i64) -> Ended {
             _ = list_query.tick(), if asks_for_list => queries.push_back(list_query_item()),
             _ = cx.shutdown.changed() => {
                 let _ = socket.close(None).await;
-                return Ended::new("service_stopping", "");
+                return Ended::new(EndReason::ServiceStopping, "");
             }
         }
     }

@@ -156,7 +156,7 @@ fn prepared(
                     session_id: session,
                     reception: i as i64 + 1,
                     received_at: format!("2026-09-10T10:10:{:02}.{:03}Z", i / 1000 % 60, i % 1000),
-                    marker: pipeline::MARKER_PRIMARY_PUSH,
+                    marker: osds_store::Marker::PrimaryPush,
                 },
             )
         })
@@ -172,7 +172,11 @@ async fn archive_all(
     let (_, mut writer) = osds_store::open(url).await.unwrap();
     writer.register_ingester("hostile").await.unwrap();
     let task = WriterTask::spawn(writer, osds_store::DEFAULT_QUEUE_BYTES, None, None).unwrap();
-    let session = task.open_session("/cq_eew", "primary", "ws://relay.invalid/cq_eew");
+    let session = task.open_session(
+        "/cq_eew",
+        osds_store::SocketRole::Primary,
+        "ws://relay.invalid/cq_eew",
+    );
     task.session_connected(session);
     for incoming in prepared(decoders, session, frames) {
         task.ingest(incoming);

@@ -6,21 +6,14 @@ use osds_runtime::decoding::{self, Fallback, Outcome};
 use osds_runtime::units;
 use osds_store::{Incoming, UnitKind, UnitRecord};
 
-/// Marker of a delivery that arrived on a channel's own socket as a push.
-pub const MARKER_PRIMARY_PUSH: &str = "primary-websocket-push";
-/// Marker of a delivery that arrived on `/all_eew` as a push.
-pub const MARKER_REDUNDANT_PUSH: &str = "redundant-websocket-push";
-/// Marker of a delivery that may be the reply to our query as much as a push (spec value).
-pub const MARKER_QUERY_OR_PUSH: &str = "primary/redundant-websocket-query-or-push";
-
 /// Where and when a frame came.
 pub struct Received {
     pub session_id: i64,
     /// The frame's number on its session (see `Incoming::reception`).
     pub reception: i64,
     pub received_at: String,
-    /// How it came (`MARKER_*`).
-    pub marker: &'static str,
+    /// How it came.
+    pub marker: osds_store::Marker,
 }
 
 /// Routes and decodes every unit of `frame`. `own_type` is the channel of the socket it came on, used for a

@@ -13,6 +13,7 @@ use crate::archiving::{
     Incoming, IngestSummary, ReadContext, Recovered, RecoverySummary, VersionContext,
     archive_batch, recover_in,
 };
+use crate::codes::EndReason;
 use crate::db::{ReadPool, WriteConn, ingester_runs};
 use crate::hyp::{self, HypReportInput, StationMetric};
 use crate::ids::POSTGRES_HORIZON as HORIZON;
@@ -421,13 +422,14 @@ fn stale_holders() -> Statements {
     // Their sessions end when they were last known alive (an ingester started under another name never
     // closes them itself).
     s.push(&format!(
-        "UPDATE sessions s SET end_reason = 'interrupted', ended_at = \
+        "UPDATE sessions s SET end_reason = ?, ended_at = \
          CASE WHEN COALESCE(s.connected_at, s.started_at) > COALESCE(l.alive_at, ?) \
          THEN COALESCE(s.connected_at, s.started_at) ELSE COALESCE(l.alive_at, ?) END \
          FROM ingesters i LEFT JOIN liveness l ON l.ingester = i.name \
          WHERE s.ingester = i.name AND s.ended_at IS NULL AND NOT {}",
         ingester_runs("i.number")
     ))
+    .bind(EndReason::Interrupted.as_str())
     .bind(now_rfc3339())
     .bind(now_rfc3339());
     s

@@ -31,7 +31,7 @@ fn mixed(session: i64) -> Vec<Incoming> {
         reception: None,
         received_at: "2024-01-02T00:00:00Z".into(),
         frame: b"{\"type\":\"odd\"}".to_vec(),
-        marker: "websocket-push",
+        marker: crate::Marker::PrimaryPush,
         units: vec![UnitRecord {
             unit_index: 0,
             type_tag: Some("odd".into()),
@@ -103,11 +103,11 @@ async fn twins(what: &str) -> Twins {
         "2024-01-01T00:00:00Z",
     );
     pg_writer
-        .open_session_with_id(session, path, "primary", url_upstream, at)
+        .open_session_with_id(session, path, crate::SocketRole::Primary, url_upstream, at)
         .await
         .unwrap();
     lite_writer
-        .open_session_with_id(session, path, "primary", url_upstream, at)
+        .open_session_with_id(session, path, crate::SocketRole::Primary, url_upstream, at)
         .await
         .unwrap();
     let batch = mixed(session);
@@ -613,15 +613,15 @@ async fn ingesters_name_their_sessions() {
     let mut a = ingester(&url, "a").await.unwrap();
     let mut b = ingester(&url, "b").await.unwrap();
     let a1 = a
-        .open_session("/cq_eew", "primary", "ws://a")
+        .open_session("/cq_eew", crate::SocketRole::Primary, "ws://a")
         .await
         .unwrap();
     let b1 = b
-        .open_session("/cq_eew", "primary", "ws://b")
+        .open_session("/cq_eew", crate::SocketRole::Primary, "ws://b")
         .await
         .unwrap();
     let a2 = a
-        .open_session("/all_eew", "redundant", "ws://a")
+        .open_session("/all_eew", crate::SocketRole::Redundant, "ws://a")
         .await
         .unwrap();
     assert_eq!([a1, a2, b1], [(1 << 40) + 1, (1 << 40) + 2, (2 << 40) + 1]);
@@ -649,12 +649,12 @@ async fn bookkeeping_writes_run_on_postgres() {
     let url = cluster.database("osds").await;
     let mut writer = ingester(&url, "one").await.unwrap();
     let session = writer
-        .open_session("/cq_eew", "primary", "ws://x")
+        .open_session("/cq_eew", crate::SocketRole::Primary, "ws://x")
         .await
         .unwrap();
     writer.session_connected(session).await.unwrap();
     writer
-        .session_ended(session, "closed by upstream")
+        .session_ended(session, crate::EndReason::ClosedByUpstream)
         .await
         .unwrap();
     writer.outage_begin("cq", "no socket").await.unwrap();
@@ -676,7 +676,7 @@ async fn bookkeeping_writes_run_on_postgres() {
             .await
             .unwrap();
     assert!(connected);
-    assert_eq!(reason.as_deref(), Some("closed by upstream"));
+    assert_eq!(reason.as_deref(), Some("closed_by_upstream"));
     let outages: Vec<(String, bool)> =
         sqlx::query_as("SELECT reason, ended_at IS NULL FROM outages ORDER BY id")
             .fetch_all(&mut conn)
@@ -710,7 +710,7 @@ async fn commits_wake_followers_elsewhere() {
     let url = cluster.database("osds").await;
     let mut writer = ingester(&url, "a").await.unwrap();
     let session = writer
-        .open_session("/cq_eew", "primary", "ws://a")
+        .open_session("/cq_eew", crate::SocketRole::Primary, "ws://a")
         .await
         .unwrap();
     let mut horizon = watch_horizon(&url).await.unwrap();
@@ -755,7 +755,11 @@ async fn two_ingesters_share_one_gap_free_cursor() {
         tokio::spawn(async move {
             let mut writer = ingester(&url, name).await.unwrap();
             let session = writer
-                .open_session("/cq_eew", "channel", "ws://test.invalid/cq_eew")
+                .open_session(
+                    "/cq_eew",
+                    crate::SocketRole::Primary,
+                    "ws://test.invalid/cq_eew",
+                )
                 .await
                 .unwrap();
             for batch in frames(session, numbers).chunks(5) {

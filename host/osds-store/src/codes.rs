@@ -1,0 +1,134 @@
+//! The ingest path's codes, as types: how a delivery came, a socket's role, why a session ended. Each spells
+//! itself (`as_str`) as the archive stores it and the API shows it; the contract tests pin those spellings.
+
+/// How a delivery arrived (`deliveries.marker`, the spec's values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Marker {
+    /// Pushed on the channel's own socket.
+    PrimaryPush,
+    /// Pushed on `/all_eew`.
+    RedundantPush,
+    /// On either socket, within the reply window of the query sent after connecting: the reply, or a push.
+    QueryOrPush,
+}
+
+impl Marker {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Marker::PrimaryPush => "primary-websocket-push",
+            Marker::RedundantPush => "redundant-websocket-push",
+            Marker::QueryOrPush => "primary/redundant-websocket-query-or-push",
+        }
+    }
+}
+
+/// Which socket an upstream session is (`sessions.role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SocketRole {
+    /// A channel's own socket.
+    Primary,
+    /// `/all_eew`, which carries every channel.
+    Redundant,
+}
+
+impl SocketRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SocketRole::Primary => "primary",
+            SocketRole::Redundant => "redundant",
+        }
+    }
+}
+
+/// Why an upstream session ended or could not begin (`sessions.end_reason`, a socket's `lastError`, an
+/// outage's reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    ClosedByUpstream,
+    /// A frame over `--upstream-max-frame-mib` was refused.
+    FrameTooLarge,
+    ConnectionLost,
+    /// No message within the silence timeout.
+    Silence,
+    SendFailed,
+    ServiceStopping,
+    /// The relay answered the upgrade with an HTTP error.
+    UpgradeRefused,
+    ConnectFailed,
+    ConnectTimeout,
+    /// Left open by a process that stopped without closing it (written by SQL at the next start).
+    Interrupted,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::ClosedByUpstream => "closed_by_upstream",
+            EndReason::FrameTooLarge => "frame_too_large",
+            EndReason::ConnectionLost => "connection_lost",
+            EndReason::Silence => "silence",
+            EndReason::SendFailed => "send_failed",
+            EndReason::ServiceStopping => "service_stopping",
+            EndReason::UpgradeRefused => "upgrade_refused",
+            EndReason::ConnectFailed => "connect_failed",
+            EndReason::ConnectTimeout => "connect_timeout",
+            EndReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The spellings are the archive's and the API's: a rename here would orphan stored rows.
+    #[test]
+    fn every_code_keeps_its_stored_spelling() {
+        let markers = [
+            Marker::PrimaryPush,
+            Marker::RedundantPush,
+            Marker::QueryOrPush,
+        ]
+        .map(Marker::as_str);
+        assert_eq!(
+            markers,
+            [
+                "primary-websocket-push",
+                "redundant-websocket-push",
+                "primary/redundant-websocket-query-or-push"
+            ]
+        );
+        assert_eq!(
+            [SocketRole::Primary, SocketRole::Redundant].map(SocketRole::as_str),
+            ["primary", "redundant"]
+        );
+        let reasons = [
+            EndReason::ClosedByUpstream,
+            EndReason::FrameTooLarge,
+            EndReason::ConnectionLost,
+            EndReason::Silence,
+            EndReason::SendFailed,
+            EndReason::ServiceStopping,
+            EndReason::UpgradeRefused,
+            EndReason::ConnectFailed,
+            EndReason::ConnectTimeout,
+            EndReason::Interrupted,
+        ]
+        .map(EndReason::as_str);
+        assert_eq!(
+            reasons,
+            [
+                "closed_by_upstream",
+                "frame_too_large",
+                "connection_lost",
+                "silence",
+                "send_failed",
+                "service_stopping",
+                "upgrade_refused",
+                "connect_failed",
+                "connect_timeout",
+                "interrupted"
+            ]
+        );
+    }
+}
