@@ -10,6 +10,7 @@ pub mod codes;
 mod components;
 mod counts;
 mod db;
+mod error;
 mod frames;
 mod hyp;
 pub mod ids;
@@ -40,6 +41,7 @@ pub use codes::{EndReason, Marker, SocketRole};
 pub use components::{ChannelComponent, ComponentChange};
 pub use counts::ArchiveCounts;
 pub use db::is_postgres_url;
+pub use error::{FailureCode, WriteError};
 pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary, FrameImage};
 pub use hyp::*;
 pub use lock::ArchiveLock;
@@ -49,6 +51,5 @@ pub use rows::*;
 pub use store::{DEFAULT_DATABASE_URL, Store, database_path};
 pub use writer::Writer;
 pub use writer_task::{
-    CommitHook, DEFAULT_QUEUE_BYTES, FailureCode, WriteFailure, WriteHealth, WriteMonitor,
-    WriterTask,
+    CommitHook, DEFAULT_QUEUE_BYTES, WriteFailure, WriteHealth, WriteMonitor, WriterTask,
 };

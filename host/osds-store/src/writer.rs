@@ -5,6 +5,7 @@
 
 use crate::archiving::{Incoming, IngestSummary, Recovered, RecoverySummary};
 use crate::components::{ComponentChange, component_change};
+use crate::error::WriteError;
 use crate::hyp::{self, HypReportInput, StationMetric};
 use crate::postgres::PgWriter;
 use crate::records;
@@ -31,12 +32,12 @@ pub(crate) enum Backend {
 macro_rules! on_backend {
     ($writer:expr, $backend:ident => $call:expr) => {
         match &mut $writer.backend {
-            Backend::Sqlite($backend) => $call,
+            Backend::Sqlite($backend) => $call.map_err(WriteError::from),
             Backend::Postgres($backend) => {
                 $backend.ready().await?;
-                let result = $call;
+                let result = $call.map_err(WriteError::from);
                 if let Err(error) = &result {
-                    $backend.failed(error);
+                    $backend.failed(error.connection_lost());
                 }
                 result
             }
@@ -123,7 +124,7 @@ impl Writer {
     }
 
     /// Archives a batch of frames in one durable transaction (group commit).
-    pub async fn ingest(&mut self, batch: &[Incoming]) -> anyhow::Result<IngestSummary> {
+    pub async fn ingest(&mut self, batch: &[Incoming]) -> Result<IngestSummary, WriteError> {
         let summary = on_backend!(self, b => b.ingest(batch).await)?;
         if let Some(last) = summary.new_versions.last().map(|v| v.id) {
             self.high_water = self.high_water.max(last);
@@ -136,7 +137,7 @@ impl Writer {
 
     /// Appends the versions recovered from unparsed deliveries in one durable transaction. The deliveries
     /// themselves are never touched; each recovery is a `reparses` row. A delivery recovered before is skipped.
-    pub async fn recover(&mut self, items: &[Recovered]) -> anyhow::Result<RecoverySummary> {
+    pub async fn recover(&mut self, items: &[Recovered]) -> Result<RecoverySummary, WriteError> {
         let summary = on_backend!(self, b => b.recover(items).await)?;
         if let Some(&last) = summary.new_versions.last() {
             self.high_water = self.high_water.max(last);
@@ -146,7 +147,7 @@ impl Writer {
 
     /// Re-reads the highest report id: another process (`osds reparse`, another ingester) may have appended
     /// versions. Returns the new horizon when it moved.
-    pub async fn refresh_high_water(&mut self) -> anyhow::Result<Option<i64>> {
+    pub async fn refresh_high_water(&mut self) -> Result<Option<i64>, WriteError> {
         let current = on_backend!(self, b => b.horizon().await)?;
         if current > self.high_water {
             self.high_water = current;
@@ -160,7 +161,7 @@ impl Writer {
         path: &str,
         role: crate::SocketRole,
         url: &str,
-    ) -> anyhow::Result<i64> {
+    ) -> Result<i64, WriteError> {
         let id = self.next_session_id();
         self.open_session_with_id(id, path, role, url, &now_rfc3339())
             .await?;
@@ -175,7 +176,7 @@ impl Writer {
         role: crate::SocketRole,
         url: &str,
         started_at: &str,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), WriteError> {
         let ingester = match &self.backend {
             Backend::Sqlite(_) => None,
             Backend::Postgres(b) => Some(b.registered()?.to_owned()),
@@ -191,11 +192,15 @@ impl Writer {
         self.run(statement).await.map(drop)
     }
 
-    pub async fn session_connected(&mut self, id: i64) -> anyhow::Result<()> {
+    pub async fn session_connected(&mut self, id: i64) -> Result<(), WriteError> {
         self.run(records::session_connected(id)).await.map(drop)
     }
 
-    pub async fn session_ended(&mut self, id: i64, reason: crate::EndReason) -> anyhow::Result<()> {
+    pub async fn session_ended(
+        &mut self,
+        id: i64,
+        reason: crate::EndReason,
+    ) -> Result<(), WriteError> {
         self.run(records::session_ended(id, reason.as_str()))
             .await
             .map(drop)
@@ -210,7 +215,7 @@ impl Writer {
         &mut self,
         alive_at: Option<&str>,
         held: &[(String, String)],
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), WriteError> {
         let ingester = match &self.backend {
             Backend::Sqlite(_) => None,
             // A writer of no ingester (an API replica's) has no sessions of its own.
@@ -234,7 +239,7 @@ impl Writer {
 
     /// Records that this ingester is alive now (the archive task does, every few seconds); a writer of no
     /// ingester does nothing.
-    pub async fn mark_alive(&mut self) -> anyhow::Result<()> {
+    pub async fn mark_alive(&mut self) -> Result<(), WriteError> {
         let name = match &self.backend {
             Backend::Sqlite(_) => String::new(),
             Backend::Postgres(b) => match b.ingester() {
@@ -247,18 +252,18 @@ impl Writer {
 
     /// This process lost `source`: its outage starts unless one is already open (an outage survives a restart
     /// of the service) or, on PostgreSQL, another running ingester still has the channel.
-    pub async fn outage_begin(&mut self, source: &str, reason: &str) -> anyhow::Result<()> {
+    pub async fn outage_begin(&mut self, source: &str, reason: &str) -> Result<(), WriteError> {
         on_backend!(self, b => b.outage_begin(source, reason).await)
     }
 
     /// This process has `source` again: its outage, if any, ends.
-    pub async fn outage_end(&mut self, source: &str) -> anyhow::Result<()> {
+    pub async fn outage_end(&mut self, source: &str) -> Result<(), WriteError> {
         on_backend!(self, b => b.outage_end(source).await)
     }
 
     /// On PostgreSQL, records the outages of channels whose only ingesters were killed (nothing to do on
     /// SQLite, whose one ingester records its own at its next start).
-    pub async fn check_outages(&mut self) -> anyhow::Result<()> {
+    pub async fn check_outages(&mut self) -> Result<(), WriteError> {
         on_backend!(self, b => b.check_outages().await)
     }
 
@@ -269,19 +274,22 @@ impl Writer {
         received_at: &str,
         size: u64,
         limit: u64,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), WriteError> {
         self.run(records::refused_frame(session_id, received_at, size, limit))
             .await
             .map(drop)
     }
 
-    pub async fn add_counter(&mut self, name: &str, by: i64) -> anyhow::Result<()> {
+    pub async fn add_counter(&mut self, name: &str, by: i64) -> Result<(), WriteError> {
         self.run(records::add_counter(name, by)).await.map(drop)
     }
 
     /// Appends one hyp report in a durable transaction. Report numbers run from 1 without gaps; a number that
     /// is taken, or that skips one, is refused (reports are never replaced).
-    pub async fn append_hyp_report(&mut self, input: &HypReportInput) -> anyhow::Result<String> {
+    pub async fn append_hyp_report(
+        &mut self,
+        input: &HypReportInput,
+    ) -> Result<String, WriteError> {
         on_backend!(self, b => b.append_hyp_report(input).await)
     }
 
@@ -291,13 +299,17 @@ impl Writer {
         &mut self,
         event_id: &str,
         metrics: &[StationMetric],
-    ) -> anyhow::Result<u64> {
+    ) -> Result<u64, WriteError> {
         on_backend!(self, b => b.add_hyp_station_metrics(event_id, metrics).await)
     }
 
     /// Withdraws a hyp event from the public API (or brings it back). Returns false when there is no such
     /// event.
-    pub async fn set_hyp_hidden(&mut self, event_id: &str, hidden: bool) -> anyhow::Result<bool> {
+    pub async fn set_hyp_hidden(
+        &mut self,
+        event_id: &str,
+        hidden: bool,
+    ) -> Result<bool, WriteError> {
         Ok(self.run(hyp::set_hidden(event_id, hidden)).await? > 0)
     }
 
@@ -307,20 +319,20 @@ impl Writer {
         name: &str,
         at: i64,
         state: &serde_json::Value,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), WriteError> {
         self.run(hyp::set_state(name, at, state)).await.map(drop)
     }
 
     /// Records that `change.channel` is now decoded by the component with SHA-256 `change.sha256` since
     /// `change.changed_at`. Its bytes, for an installed component, are stored once per SHA-256 (a rollback
     /// names a component stored before, or a built-in one).
-    pub async fn record_component(&mut self, change: &ComponentChange) -> anyhow::Result<()> {
+    pub async fn record_component(&mut self, change: &ComponentChange) -> Result<(), WriteError> {
         let statements = component_change(change)?;
         on_backend!(self, b => b.in_transaction(statements).await)
     }
 
     /// Runs `statements` on their own (each commits by itself); returns the rows they changed.
-    async fn run(&mut self, statements: Statements) -> anyhow::Result<u64> {
+    async fn run(&mut self, statements: Statements) -> Result<u64, WriteError> {
         on_backend!(self, b => b.run(statements).await)
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::archiving::{Incoming, IngestSummary};
 use crate::components::ComponentChange;
+use crate::error::{FailureCode, WriteError};
 use crate::ids::raise_horizon;
 use crate::rows::ServedReport;
 use crate::writer::Writer;
@@ -79,7 +80,7 @@ impl Write {
     }
 
     /// Writes it once; a batch tells what it archived.
-    async fn apply(&self, writer: &mut Writer) -> anyhow::Result<Option<IngestSummary>> {
+    async fn apply(&self, writer: &mut Writer) -> Result<Option<IngestSummary>, WriteError> {
         match self {
             Write::Batch(batch) => return writer.ingest(batch).await.map(Some),
             Write::OpenSession {
@@ -128,47 +129,6 @@ pub struct WriterTask {
     high_water: watch::Receiver<i64>,
     state: Arc<Mutex<WriteHealth>>,
     next_session_id: Arc<AtomicI64>,
-}
-
-/// Why a write failed, named for either database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureCode {
-    /// No room for the archive (SQLite `SQLITE_FULL`, PostgreSQL `53100`).
-    DiskFull,
-    /// The file system failed a read or write (an I/O error, SQLite `SQLITE_IOERR`, PostgreSQL `58030`).
-    IoError,
-    /// Another process holds a lock the write needs (SQLite `SQLITE_BUSY`/`SQLITE_LOCKED`, PostgreSQL `55P03`,
-    /// a deadlock or serialisation failure).
-    Locked,
-    /// The database server cannot be reached, refuses connections or is shutting down (PostgreSQL classes 08
-    /// and 57P, `53300`, a read-only server, a lost connection).
-    Unavailable,
-    /// The database refused the data of the write itself (PostgreSQL classes 22, 23 and 54; SQLite
-    /// `SQLITE_TOOBIG`, `SQLITE_CONSTRAINT`, `SQLITE_MISMATCH`, `SQLITE_RANGE`): tied to a frame, so retrying
-    /// cannot help. Such a frame is archived alone as unstorable; writes never stop for it.
-    RefusedData,
-    /// Any other refusal.
-    WriteFailed,
-}
-
-impl FailureCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureCode::DiskFull => "disk_full",
-            FailureCode::IoError => "io_error",
-            FailureCode::Locked => "locked",
-            FailureCode::Unavailable => "unavailable",
-            FailureCode::RefusedData => "refused_data",
-            FailureCode::WriteFailed => "write_failed",
-        }
-    }
-}
-
-impl std::fmt::Display for FailureCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Why the archive cannot write at the moment.
@@ -463,7 +423,7 @@ async fn run(
             }
             Command::RecordComponent { change, reply } => {
                 // The operator waits for the answer: a failure is theirs to see, not to be retried here.
-                let recorded = writer.record_component(&change).await;
+                let recorded = writer.record_component(&change).await.map_err(Into::into);
                 let _ = reply.send(recorded);
             }
             Command::Close(reply) => {
@@ -555,7 +515,7 @@ fn add(total: &mut Option<IngestSummary>, done: Option<IngestSummary>) {
 }
 
 /// A frame the database refused even as bytes alone: it cannot be kept, and is counted as dropped.
-fn drop_refused(state: &Mutex<WriteHealth>, frame: &Incoming, error: &anyhow::Error) {
+fn drop_refused(state: &Mutex<WriteHealth>, frame: &Incoming, error: &WriteError) {
     let source = frame.source().unwrap_or("unrouted").to_string();
     *lock(state).dropped.entry(source.clone()).or_default() += 1;
     metrics::counter!("osds_ingest_dropped_frames_total", "source" => source.clone()).increment(1);
@@ -576,7 +536,7 @@ async fn persist(
     state: &Mutex<WriteHealth>,
     write: &Write,
     frame_tied: bool,
-) -> Result<Option<IngestSummary>, anyhow::Error> {
+) -> Result<Option<IngestSummary>, WriteError> {
     let mut delay = FIRST_RETRY;
     loop {
         let started = std::time::Instant::now();
@@ -597,7 +557,7 @@ async fn persist(
                 return Ok(done);
             }
             Err(e) => {
-                let code = failure_code(&e);
+                let code = e.kind();
                 if frame_tied && code == FailureCode::RefusedData {
                     return Err(e);
                 }
@@ -624,75 +584,6 @@ async fn persist(
                 delay = (delay * 2).min(RETRY_CAP);
             }
         }
-    }
-}
-
-/// The reason for a failed write, from the error's chain.
-fn failure_code(error: &anyhow::Error) -> FailureCode {
-    for cause in error.chain() {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            return io_failure(io);
-        }
-        if let Some(error) = cause.downcast_ref::<sqlx::Error>() {
-            return match error {
-                sqlx::Error::Database(db) => {
-                    match db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
-                        Some(pg) => postgres_failure(pg.code()),
-                        None => sqlite_failure(db.code().and_then(|c| c.parse::<i64>().ok())),
-                    }
-                }
-                sqlx::Error::Io(io) => io_failure(io),
-                sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::Tls(_)
-                | sqlx::Error::Protocol(_)
-                | sqlx::Error::WorkerCrashed => FailureCode::Unavailable,
-                _ => FailureCode::WriteFailed,
-            };
-        }
-        if let Some(rusqlite::Error::SqliteFailure(failure, _)) =
-            cause.downcast_ref::<rusqlite::Error>()
-        {
-            return sqlite_failure(Some(i64::from(failure.extended_code)));
-        }
-    }
-    FailureCode::WriteFailed
-}
-
-fn io_failure(io: &std::io::Error) -> FailureCode {
-    if io.kind() == std::io::ErrorKind::StorageFull {
-        FailureCode::DiskFull
-    } else {
-        FailureCode::IoError
-    }
-}
-
-/// The reason for SQLite's (extended) result `code`: its primary code is the low byte.
-fn sqlite_failure(code: Option<i64>) -> FailureCode {
-    match code.map(|c| c & 0xff) {
-        Some(13) => FailureCode::DiskFull,
-        Some(10) => FailureCode::IoError,
-        Some(5 | 6) => FailureCode::Locked,
-        // TOOBIG, CONSTRAINT, MISMATCH, RANGE: the statement's data.
-        Some(18 | 19 | 20 | 25) => FailureCode::RefusedData,
-        _ => FailureCode::WriteFailed,
-    }
-}
-
-/// The reason for PostgreSQL's SQLSTATE `code` (its class is the first two characters).
-fn postgres_failure(code: &str) -> FailureCode {
-    match code {
-        "53100" => FailureCode::DiskFull,
-        "58030" => FailureCode::IoError,
-        "55P03" | "40P01" | "40001" => FailureCode::Locked,
-        "53300" | "25006" => FailureCode::Unavailable,
-        _ => match code.get(..2) {
-            Some("08" | "57") => FailureCode::Unavailable,
-            // Data exceptions (a NUL in text, an invalid encoding), integrity violations, program limits (an
-            // index entry too large).
-            Some("22" | "23" | "54") => FailureCode::RefusedData,
-            _ => FailureCode::WriteFailed,
-        },
     }
 }
 
@@ -875,20 +766,5 @@ mod tests {
     async fn a_retried_commit_records_each_reception_once_on_postgres() {
         let cluster = Cluster::start("retry");
         a_retried_commit_records_each_reception_once(&cluster.database("osds").await).await;
-    }
-
-    #[test]
-    fn failure_codes_are_named_per_database() {
-        assert_eq!(postgres_failure("22021"), FailureCode::RefusedData);
-        assert_eq!(postgres_failure("54000"), FailureCode::RefusedData);
-        assert_eq!(postgres_failure("53100"), FailureCode::DiskFull);
-        assert_eq!(postgres_failure("57P01"), FailureCode::Unavailable);
-        assert_eq!(postgres_failure("08006"), FailureCode::Unavailable);
-        assert_eq!(postgres_failure("55P03"), FailureCode::Locked);
-        assert_eq!(postgres_failure("42P01"), FailureCode::WriteFailed);
-        // SQLite's extended codes: SQLITE_BUSY_SNAPSHOT, SQLITE_FULL, SQLITE_CONSTRAINT_TRIGGER.
-        assert_eq!(sqlite_failure(Some(517)), FailureCode::Locked);
-        assert_eq!(sqlite_failure(Some(13)), FailureCode::DiskFull);
-        assert_eq!(sqlite_failure(Some(1811)), FailureCode::RefusedData);
     }
 }

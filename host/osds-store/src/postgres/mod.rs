@@ -197,21 +197,10 @@ impl PgWriter {
         Ok(())
     }
 
-    /// A write failed with `error`: one that lost the connection has the next write connect again (a refused
+    /// A write failed: one that lost the connection has the next write connect again (a refused
     /// statement leaves the connection as it was, and its ingester's lock held).
-    pub(crate) fn failed(&mut self, error: &anyhow::Error) {
-        let lost = error.chain().any(|cause| {
-            matches!(
-                cause.downcast_ref::<sqlx::Error>(),
-                Some(
-                    sqlx::Error::Io(_)
-                        | sqlx::Error::Tls(_)
-                        | sqlx::Error::Protocol(_)
-                        | sqlx::Error::WorkerCrashed
-                )
-            )
-        });
-        self.broken |= lost;
+    pub(crate) fn failed(&mut self, connection_lost: bool) {
+        self.broken |= connection_lost;
     }
 
     /// The highest committed report id.

@@ -184,7 +184,8 @@ async fn hyp(args: HypArgs) -> anyhow::Result<ExitCode> {
                         Ok(input) => writer
                             .append_hyp_report(&input)
                             .await
-                            .map(|sha| (input, sha)),
+                            .map(|sha| (input, sha))
+                            .map_err(anyhow::Error::from),
                         Err(e) => Err(e),
                     };
                     match appended {
