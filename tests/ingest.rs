@@ -380,6 +380,30 @@ async fn silence_reconnects_and_a_refusing_upstream_is_an_outage() {
         "the start-up outage and the refusal outage are recorded and closed: {}",
         status["outages"]
     );
+    // Each says why it began (newest first): the socket that carried the channel last and its end's code, and
+    // first of all the start.
+    let reasons: Vec<&str> = status["outages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["source"] == "sc")
+        .map(|o| o["reason"].as_str().unwrap())
+        .collect();
+    let (first, later) = reasons.split_last().unwrap();
+    assert_eq!(*first, "service started; not yet connected", "{reasons:?}");
+    let codes = [
+        "silence",
+        "connection_lost",
+        "closed_by_upstream",
+        "upgrade_refused",
+    ];
+    assert!(
+        later.iter().all(|r| {
+            let (path, code) = r.split_once(": ").unwrap_or_default();
+            ["/sc_eew", "/all_eew"].contains(&path) && codes.contains(&code)
+        }),
+        "{reasons:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -493,7 +493,8 @@ impl Service {
         // Channels this service ingested are out now (a replica had none).
         if ingesting {
             for source in self.board.sources() {
-                self.writer_task.outage_begin(&source, "service stopped");
+                self.writer_task
+                    .outage_begin(&source, osds_store::OutageReason::ServiceStopped);
             }
         }
         // An archive that cannot write (a full disk) would keep the stop waiting for ever: it gets what is left

@@ -1,4 +1,5 @@
-//! The ingest path's codes, as types: how a delivery came, a socket's role, why a session ended. Each spells
+//! The ingest path's codes, as types: how a delivery came, a socket's role, why a session ended, why an
+//! outage began. Each spells
 //! itself (`as_str`) as the archive stores it and the API shows it; the contract tests pin those spellings.
 
 /// How a delivery arrived (`deliveries.marker`, the spec's values).
@@ -77,6 +78,38 @@ impl EndReason {
     }
 }
 
+/// Why a channel's outage began (`outages.reason`, shown in `/status`): a sentence for the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutageReason {
+    /// The service started and has not yet connected the channel.
+    ServiceStarted,
+    /// An operator added the channel and it is not yet connected.
+    ChannelAdded,
+    /// The service stopped (cleanly).
+    ServiceStopped,
+    /// The process stopped without closing its sockets (found at the next start).
+    StoppedUnexpectedly,
+    /// The last socket carrying the channel (`path`) ended or could not begin.
+    SocketLost {
+        path: String,
+        reason: Option<EndReason>,
+    },
+}
+
+impl std::fmt::Display for OutageReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OutageReason::ServiceStarted => f.write_str("service started; not yet connected"),
+            OutageReason::ChannelAdded => f.write_str("channel added; not yet connected"),
+            OutageReason::ServiceStopped => f.write_str("service stopped"),
+            OutageReason::StoppedUnexpectedly => f.write_str("service stopped unexpectedly"),
+            OutageReason::SocketLost { path, reason } => {
+                write!(f, "{path}: {}", reason.map_or("", EndReason::as_str))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +148,27 @@ mod tests {
             EndReason::Interrupted,
         ]
         .map(EndReason::as_str);
+        let outages = [
+            OutageReason::ServiceStarted,
+            OutageReason::ChannelAdded,
+            OutageReason::ServiceStopped,
+            OutageReason::StoppedUnexpectedly,
+            OutageReason::SocketLost {
+                path: "/sc_eew".into(),
+                reason: Some(EndReason::Silence),
+            },
+        ]
+        .map(|reason| reason.to_string());
+        assert_eq!(
+            outages,
+            [
+                "service started; not yet connected",
+                "channel added; not yet connected",
+                "service stopped",
+                "service stopped unexpectedly",
+                "/sc_eew: silence"
+            ]
+        );
         assert_eq!(
             reasons,
             [

@@ -4,6 +4,7 @@
 //! committed is each backend's (`sqlite.rs`, `postgres/`).
 
 use crate::archiving::{Incoming, IngestSummary, Recovered, RecoverySummary};
+use crate::codes::OutageReason;
 use crate::components::{ComponentChange, component_change};
 use crate::error::WriteError;
 use crate::hyp::{self, HypReportInput, StationMetric};
@@ -229,7 +230,7 @@ impl Writer {
             for (source, at) in held {
                 statements.extend(records::outage_begin_at(
                     source,
-                    "service stopped unexpectedly",
+                    &OutageReason::StoppedUnexpectedly.to_string(),
                     at,
                 ));
             }
@@ -252,8 +253,13 @@ impl Writer {
 
     /// This process lost `source`: its outage starts unless one is already open (an outage survives a restart
     /// of the service) or, on PostgreSQL, another running ingester still has the channel.
-    pub async fn outage_begin(&mut self, source: &str, reason: &str) -> Result<(), WriteError> {
-        on_backend!(self, b => b.outage_begin(source, reason).await)
+    pub async fn outage_begin(
+        &mut self,
+        source: &str,
+        reason: &OutageReason,
+    ) -> Result<(), WriteError> {
+        let reason = reason.to_string();
+        on_backend!(self, b => b.outage_begin(source, &reason).await)
     }
 
     /// This process has `source` again: its outage, if any, ends.

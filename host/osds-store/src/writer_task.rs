@@ -2,6 +2,7 @@
 //! meanwhile), and only after a commit publishes the new high-water mark to live subscribers.
 
 use crate::archiving::{Incoming, IngestSummary};
+use crate::codes::OutageReason;
 use crate::components::ComponentChange;
 use crate::error::{FailureCode, WriteError};
 use crate::ids::raise_horizon;
@@ -53,7 +54,7 @@ enum Write {
     /// This process is alive (see [`Writer::mark_alive`]).
     Alive,
     SessionEnded(i64, crate::EndReason),
-    OutageBegin(String, String),
+    OutageBegin(String, OutageReason),
     OutageEnd(String),
     Counter(&'static str, i64),
     RefusedFrame {
@@ -276,11 +277,8 @@ impl WriterTask {
         self.send(Command::Write(Write::SessionEnded(id, reason)));
     }
 
-    pub fn outage_begin(&self, source: &str, reason: &str) {
-        self.send(Command::Write(Write::OutageBegin(
-            source.into(),
-            reason.into(),
-        )));
+    pub fn outage_begin(&self, source: &str, reason: OutageReason) {
+        self.send(Command::Write(Write::OutageBegin(source.into(), reason)));
     }
 
     pub fn outage_end(&self, source: &str) {

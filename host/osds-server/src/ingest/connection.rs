@@ -8,7 +8,7 @@ use super::socket::{self, Socket};
 use futures_util::{SinkExt, StreamExt};
 use osds_runtime::SharedDecoders;
 use osds_runtime::units;
-use osds_store::{EndReason, Marker, SocketRole, WriterTask};
+use osds_store::{EndReason, Marker, OutageReason, SocketRole, WriterTask};
 use osds_time::now_rfc3339;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -86,7 +86,7 @@ pub(super) async fn run(mut cx: Context) {
                 transition(&cx, false, None, Some(code));
             }
             Err(_) => {
-                tracing::warn!(path = %cx.path, reason = "connect_timeout", retry_in = ?backoff, "upstream connect timed out");
+                tracing::warn!(path = %cx.path, reason = EndReason::ConnectTimeout.as_str(), retry_in = ?backoff, "upstream connect timed out");
                 transition(&cx, false, None, Some(EndReason::ConnectTimeout));
             }
         }
@@ -104,7 +104,6 @@ pub(super) async fn run(mut cx: Context) {
 /// Records a connect or disconnect (with its reason code, see [`Ended`]), and begins or ends the outages it
 /// causes.
 fn transition(cx: &Context, connected: bool, session_id: Option<i64>, error: Option<EndReason>) {
-    let reason = error.map_or("", EndReason::as_str);
     for (source, up) in cx
         .board
         .set_connected(&cx.path, connected, session_id, error)
@@ -118,8 +117,13 @@ fn transition(cx: &Context, connected: bool, session_id: Option<i64>, error: Opt
             } else {
                 tracing::warn!(%source, "channel out: neither its own socket nor /all_eew is connected");
             }
-            cx.writer
-                .outage_begin(&source, &format!("{}: {reason}", cx.path));
+            cx.writer.outage_begin(
+                &source,
+                OutageReason::SocketLost {
+                    path: cx.path.clone(),
+                    reason: error,
+                },
+            );
         }
     }
 }

@@ -13,7 +13,7 @@ mod hostile_tests;
 pub use board::{ChannelSpec, REDUNDANT_PATH, UpstreamBoard};
 
 use osds_runtime::SharedDecoders;
-use osds_store::WriterTask;
+use osds_store::{OutageReason, WriterTask};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
@@ -85,7 +85,7 @@ impl Ingester {
         for channel in ingester.board.channels() {
             ingester
                 .writer
-                .outage_begin(&channel.source, "service started; not yet connected");
+                .outage_begin(&channel.source, OutageReason::ServiceStarted);
             ingester.connect(channel.path.clone(), true);
         }
         ingester.connect(board::REDUNDANT_PATH.to_string(), false);
@@ -133,7 +133,7 @@ impl Ingester {
         if self.board.add_channel(channel.clone()) {
             tracing::info!(source = %channel.source, path = %channel.path, "new channel: connecting upstream");
             self.writer
-                .outage_begin(&channel.source, "channel added; not yet connected");
+                .outage_begin(&channel.source, OutageReason::ChannelAdded);
             self.connect(channel.path, true);
         }
     }

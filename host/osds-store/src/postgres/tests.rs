@@ -3,7 +3,7 @@
 use super::*;
 use crate::test_archive::frames;
 use crate::test_postgres::Cluster;
-use crate::{Store, UnitKind, UnitRecord, Writer};
+use crate::{EndReason, OutageReason, Store, UnitKind, UnitRecord, Writer};
 use sha2::Digest;
 use sqlx::{PgConnection, SqlitePool};
 
@@ -144,9 +144,12 @@ async fn twins(what: &str) -> Twins {
     assert_eq!(from_lite, from_pg);
     assert_eq!((from_pg.new_versions.len(), from_pg.duplicates), (1, 1));
     assert_eq!(pg_writer.recover(&items).await.unwrap(), Default::default());
-    for (source, reason) in [("cq", "no socket"), ("fj", "no socket either")] {
-        lite_writer.outage_begin(source, reason).await.unwrap();
-        pg_writer.outage_begin(source, reason).await.unwrap();
+    for (source, reason) in [
+        ("cq", OutageReason::ServiceStarted),
+        ("fj", OutageReason::ChannelAdded),
+    ] {
+        lite_writer.outage_begin(source, &reason).await.unwrap();
+        pg_writer.outage_begin(source, &reason).await.unwrap();
     }
     lite_writer.outage_end("fj").await.unwrap();
     pg_writer.outage_end("fj").await.unwrap();
@@ -570,12 +573,12 @@ async fn a_channel_is_out_only_while_no_running_ingester_has_it() {
     };
     a.outage_end("cq").await.unwrap();
     b.outage_end("cq").await.unwrap();
-    a.outage_begin("cq", "a lost it").await.unwrap();
+    a.outage_begin("cq", &lost("/cq_eew")).await.unwrap();
     assert!(
         open(store.open_outages().await.unwrap()).is_empty(),
         "b still has cq"
     );
-    b.outage_begin("cq", "b lost it").await.unwrap();
+    b.outage_begin("cq", &lost("/all_eew")).await.unwrap();
     assert_eq!(open(store.open_outages().await.unwrap()), ["cq"]);
     a.outage_end("cq").await.unwrap();
     assert!(open(store.open_outages().await.unwrap()).is_empty());
@@ -657,10 +660,16 @@ async fn bookkeeping_writes_run_on_postgres() {
         .session_ended(session, crate::EndReason::ClosedByUpstream)
         .await
         .unwrap();
-    writer.outage_begin("cq", "no socket").await.unwrap();
-    writer.outage_begin("cq", "still none").await.unwrap();
+    writer.outage_begin("cq", &lost("/cq_eew")).await.unwrap();
+    writer
+        .outage_begin("cq", &OutageReason::ServiceStopped)
+        .await
+        .unwrap();
     writer.outage_end("cq").await.unwrap();
-    writer.outage_begin("cq", "again").await.unwrap();
+    writer
+        .outage_begin("cq", &OutageReason::ServiceStarted)
+        .await
+        .unwrap();
     writer.add_counter("heartbeats", 2).await.unwrap();
     writer.add_counter("heartbeats", 3).await.unwrap();
     writer
@@ -685,8 +694,8 @@ async fn bookkeeping_writes_run_on_postgres() {
     assert_eq!(
         outages,
         [
-            ("no socket".to_string(), false),
-            ("again".to_string(), true)
+            ("/cq_eew: closed_by_upstream".to_string(), false),
+            ("service started; not yet connected".to_string(), true)
         ]
     );
     let heartbeats: i64 =
@@ -822,4 +831,12 @@ async fn two_ingesters_share_one_gap_free_cursor() {
         .map(|(_, _, n)| n)
         .sum();
     assert_eq!(duplicates, 200, "{receptions:?}");
+}
+
+/// The outage of a channel whose last socket, `path`, was closed by the relay.
+fn lost(path: &str) -> OutageReason {
+    OutageReason::SocketLost {
+        path: path.into(),
+        reason: Some(EndReason::ClosedByUpstream),
+    }
 }
