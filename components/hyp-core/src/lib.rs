@@ -23,8 +23,7 @@ pub struct Solution {
     pub event_id: String,
     /// Starts at 1.
     pub report_number: u32,
-    /// `candidate`, `preliminary`, `tracking`, `finalized`, `retracted` or `interrupted`.
-    pub status: String,
+    pub status: EventStatus,
     pub first_detected_at: i64,
     pub reported_at: i64,
     pub recorded_at: i64,
@@ -161,15 +160,64 @@ impl fmt::Display for ShapeError {
 
 impl std::error::Error for ShapeError {}
 
-/// The six values of `event.status`.
-pub const STATUSES: [&str; 6] = [
-    "candidate",
-    "preliminary",
-    "tracking",
-    "finalized",
-    "retracted",
-    "interrupted",
-];
+/// An event's lifecycle state (`event.status`): a candidate is never published; `finalized`, `retracted` and
+/// `interrupted` end an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventStatus {
+    Candidate,
+    Preliminary,
+    Tracking,
+    Finalized,
+    Retracted,
+    /// The detector stopped (or its feed was cut) while the event was public: no final report is invented.
+    Interrupted,
+}
+
+impl EventStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [EventStatus; 6] = [
+        EventStatus::Candidate,
+        EventStatus::Preliminary,
+        EventStatus::Tracking,
+        EventStatus::Finalized,
+        EventStatus::Retracted,
+        EventStatus::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventStatus::Candidate => "candidate",
+            EventStatus::Preliminary => "preliminary",
+            EventStatus::Tracking => "tracking",
+            EventStatus::Finalized => "finalized",
+            EventStatus::Retracted => "retracted",
+            EventStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// The status spelled `text`, if it is one.
+    pub fn parse(text: &str) -> Option<EventStatus> {
+        EventStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+// By hand, so that a wrong value is named with the field and the values it may take.
+impl<'de> Deserialize<'de> for EventStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        EventStatus::parse(&text).ok_or_else(|| {
+            let all: Vec<&str> = EventStatus::ALL.map(EventStatus::as_str).to_vec();
+            serde::de::Error::custom(format!("status `{text}` is not one of {}", all.join(", ")))
+        })
+    }
+}
+
+impl fmt::Display for EventStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 fn used(stations: &[StationPick]) -> impl Iterator<Item = &StationPick> {
     stations.iter().filter(|s| s.used)
@@ -277,13 +325,6 @@ pub fn validate(solution: &Solution) -> Result<(), ShapeError> {
     if solution.report_number < 1 {
         return Err(ShapeError::new("reportNumber must be at least 1, got 0"));
     }
-    if !STATUSES.contains(&solution.status.as_str()) {
-        return Err(ShapeError::new(format!(
-            "status `{}` is not one of {}",
-            solution.status,
-            STATUSES.join(", ")
-        )));
-    }
     let h = &solution.hypocentre;
     if !(h.latitude.is_finite() && (-90.0..=90.0).contains(&h.latitude)) {
         return Err(ShapeError::new(format!(
@@ -377,7 +418,7 @@ pub fn shape(solution: &Solution) -> Result<Value, ShapeError> {
 
     let mut event = Map::new();
     event.insert("id".into(), solution.event_id.clone().into());
-    event.insert("status".into(), solution.status.clone().into());
+    event.insert("status".into(), solution.status.as_str().into());
     event.insert("firstDetectedAt".into(), solution.first_detected_at.into());
     event.insert("hypEstimate".into(), Value::Object(hyp_estimate));
     event.insert("magnitude".into(), optional(m.value));

@@ -498,10 +498,14 @@ fn rejects_an_unknown_status() {
         input["status"] = json!(status);
         assert!(shape_error(input).contains("status"), "{status}");
     }
-    for status in STATUSES {
+    for status in EventStatus::ALL.map(EventStatus::as_str) {
         let mut input = solution_json();
         input["status"] = json!(status);
         assert_eq!(shaped(input)["event"]["status"], status);
+        assert_eq!(
+            EventStatus::parse(status).map(EventStatus::as_str),
+            Some(status)
+        );
     }
 }
 

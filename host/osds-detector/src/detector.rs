@@ -29,7 +29,9 @@ use crate::locate::{Hypocentre, Pick, Quiet, locate_near, residuals};
 use crate::magnitude::{PeakAtStation, Wave, estimate, predicted_intensity};
 use crate::traveltime::{Model, hypocentral_km};
 use crate::trigger::{StationPosition, Trigger};
-use hyp_core::{Hypocentre as SolutionHypocentre, MagnitudeEstimate, Solution, StationPick};
+use hyp_core::{
+    EventStatus, Hypocentre as SolutionHypocentre, MagnitudeEstimate, Solution, StationPick,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -245,7 +247,7 @@ struct Event {
     first_at_ms: i64,
     /// Every station ever associated, in the order they came.
     members: Vec<Member>,
-    status: &'static str,
+    status: EventStatus,
     reports: u32,
     frames: u32,
     last_new_station_ms: i64,
@@ -264,7 +266,7 @@ struct Event {
 }
 
 /// What a consumer cares about in a report: status, stations located with, magnitude, position (0.1°).
-type ReportKey = (&'static str, usize, Option<i64>, i64, i64);
+type ReportKey = (EventStatus, usize, Option<i64>, i64, i64);
 
 impl Event {
     /// Adds a member; a station that was one already is merged into it instead (active again if the newcomer
@@ -404,7 +406,7 @@ impl Detector {
     }
 
     /// Open events and how many stations each has now, for the detector's state.
-    pub fn open_events(&self) -> Vec<(String, &'static str, usize)> {
+    pub fn open_events(&self) -> Vec<(String, EventStatus, usize)> {
         self.events
             .iter()
             .filter(|e| !e.done)
@@ -553,7 +555,7 @@ impl Detector {
                     id: format!("hyp:{stamp}:{sequence}"),
                     first_at_ms: now_ms,
                     members: vec![member],
-                    status: "candidate",
+                    status: EventStatus::Candidate,
                     reports: 0,
                     frames: 0,
                     last_new_station_ms: now_ms,
@@ -693,8 +695,8 @@ impl Detector {
             // An event nobody saw (never reported, or never public) just ends; a reported one is closed as
             // interrupted.
             let event = &self.events[index];
-            let closing =
-                (event.reports > 0 && event.status != "candidate").then_some("interrupted");
+            let closing = (event.reports > 0 && event.status != EventStatus::Candidate)
+                .then_some(EventStatus::Interrupted);
             out.extend(self.close(index, last_ms, closing));
         }
         out
@@ -706,7 +708,7 @@ impl Detector {
         &mut self,
         index: usize,
         now_ms: i64,
-        status: Option<&'static str>,
+        status: Option<EventStatus>,
     ) -> Option<Detection> {
         let detection = status.and_then(|status| {
             self.events[index].status = status;
@@ -716,7 +718,7 @@ impl Detector {
         event.done = true;
         if let Some(h) = &event.last
             && event.reports > 0
-            && event.status != "retracted"
+            && event.status != EventStatus::Retracted
         {
             self.aftermaths.push(Aftermath {
                 h: h.clone(),
@@ -783,8 +785,8 @@ impl Detector {
         if event.active().next().is_none() {
             // Collapsed before it was confirmed: retracted; after tracking: its shaking is over.
             let closing = match event.status {
-                "preliminary" => Some("retracted"),
-                "tracking" => Some("finalized"),
+                EventStatus::Preliminary => Some(EventStatus::Retracted),
+                EventStatus::Tracking => Some(EventStatus::Finalized),
                 _ => None,
             };
             return self.close(index, now_ms, closing);
@@ -804,8 +806,8 @@ impl Detector {
             event.located = located;
             self.classify(index);
         }
-        if status == "candidate" && self.publishable(index, now_ms) {
-            status = "preliminary";
+        if status == EventStatus::Candidate && self.publishable(index, now_ms) {
+            status = EventStatus::Preliminary;
         }
         let event = &mut self.events[index];
         if let Some(h) = &event.last {
@@ -821,18 +823,18 @@ impl Detector {
                 event.stable_since_ms = None;
             }
             let stable_for = event.stable_since_ms.map_or(0, |since| now_ms - since);
-            if status == "preliminary" && stations >= 8 && stable_for >= 5_000 {
-                status = "tracking";
+            if status == EventStatus::Preliminary && stations >= 8 && stable_for >= 5_000 {
+                status = EventStatus::Tracking;
             }
             // Decayed: every station a unit below its peak, or back near the floor of the scale.
             let decayed = event.active().all(|m| {
                 self.latest[m.station].is_none_or(|v| v <= (m.peak - 1.0).max(DECAYED_LEVEL))
             });
-            if status == "tracking"
+            if status == EventStatus::Tracking
                 && now_ms - event.last_new_station_ms >= self.config.finalize_after_ms
                 && decayed
             {
-                return self.close(index, now_ms, Some("finalized"));
+                return self.close(index, now_ms, Some(EventStatus::Finalized));
             }
         }
         self.events[index].status = status;
@@ -1107,7 +1109,7 @@ impl Detector {
         let event = &self.events[index];
         // A candidate's solution is not converged: it is not reported (its first report is preliminary), and
         // nothing is estimated from it that a later report could carry forward.
-        if event.status == "candidate" {
+        if event.status == EventStatus::Candidate {
             return None;
         }
         let h = event.last.clone()?;
@@ -1207,7 +1209,7 @@ impl Detector {
         let solution = Solution {
             event_id: event.id.clone(),
             report_number: event.reports,
-            status: event.status.to_string(),
+            status: event.status,
             first_detected_at: event.first_at_ms,
             reported_at: now_ms,
             recorded_at: now_ms,

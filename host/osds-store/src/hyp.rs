@@ -4,6 +4,7 @@
 use crate::db::{Columns, WriteConn};
 use crate::statements::Statements;
 use crate::store::Store;
+use hyp_core::EventStatus;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -32,7 +33,7 @@ pub struct StationMetric {
 pub struct HypReportInput {
     pub event_id: String,
     pub number: i64,
-    pub status: String,
+    pub status: EventStatus,
     pub first_at: i64,
     pub reported_at: i64,
     pub recorded_at: i64,
@@ -122,11 +123,6 @@ pub(crate) async fn append_report<C: WriteConn>(
     conn: &mut C,
     input: &HypReportInput,
 ) -> anyhow::Result<String> {
-    anyhow::ensure!(
-        hyp_core::STATUSES.contains(&input.status.as_str()),
-        "unknown status `{}`",
-        input.status
-    );
     let sha256 = hex::encode(Sha256::digest(&input.payload));
     let mut query = Statements::one("SELECT latest_number FROM hyp_events WHERE id = ?");
     query.bind(input.event_id.as_str());
@@ -142,7 +138,7 @@ pub(crate) async fn append_report<C: WriteConn>(
         input.number,
         input.event_id
     );
-    let leaves_candidate = input.status != "candidate";
+    let leaves_candidate = input.status != EventStatus::Candidate;
     let mut writes = Statements::default();
     match latest {
         None => {

@@ -6,7 +6,7 @@
 use super::images;
 use super::source::FrameSource;
 use anyhow::Context;
-use hyp_core::Solution;
+use hyp_core::{EventStatus, Solution};
 use osds_detector::detector::{Detection, Detector, DetectorConfig, Station};
 use osds_detector::kmoni::Observation;
 use osds_detector::kmoni::{Image, Layer, SURFACE_INTENSITY};
@@ -173,7 +173,7 @@ impl Runner {
             let Ok(mut solution) = serde_json::from_slice::<Solution>(&bytes) else {
                 continue;
             };
-            solution.status = "interrupted".into();
+            solution.status = EventStatus::Interrupted;
             solution.report_number += 1;
             solution.reported_at = now_ms();
             solution.recorded_at = solution.reported_at;
@@ -351,7 +351,7 @@ impl Runner {
         let input = HypReportInput {
             event_id: solution.event_id.clone(),
             number: i64::from(solution.report_number),
-            status: solution.status.clone(),
+            status: solution.status,
             first_at: solution.first_detected_at,
             reported_at: solution.reported_at,
             recorded_at: solution.recorded_at,

@@ -4,6 +4,7 @@ use super::*;
 use crate::test_archive::frames;
 use crate::test_postgres::Cluster;
 use crate::{EndReason, OutageReason, Store, UnitKind, UnitRecord, Writer};
+use hyp_core::EventStatus;
 use sha2::Digest;
 use sqlx::{PgConnection, SqlitePool};
 
@@ -246,10 +247,10 @@ fn metric(station: &str, metric: &str, peak: f64, recovered: bool) -> StationMet
 /// Reports of three hyp events: one that goes public and is revised, one hidden later, one that stays a
 /// candidate.
 fn hyp_reports() -> Vec<HypReportInput> {
-    let report = |event: &str, number: i64, status: &str, at: i64| HypReportInput {
+    let report = |event: &str, number: i64, status: EventStatus, at: i64| HypReportInput {
         event_id: event.into(),
         number,
-        status: status.into(),
+        status,
         first_at: 1_700_000_000_000,
         reported_at: at,
         recorded_at: at + 5,
@@ -264,11 +265,11 @@ fn hyp_reports() -> Vec<HypReportInput> {
         ],
     };
     vec![
-        report("hyp:1", 1, "candidate", 1_700_000_001_000),
-        report("hyp:1", 2, "preliminary", 1_700_000_002_000),
-        report("hyp:2", 1, "preliminary", 1_700_000_001_500),
-        report("hyp:1", 3, "finalized", 1_700_000_000_500),
-        report("hyp:3", 1, "candidate", 1_700_000_003_000),
+        report("hyp:1", 1, EventStatus::Candidate, 1_700_000_001_000),
+        report("hyp:1", 2, EventStatus::Preliminary, 1_700_000_002_000),
+        report("hyp:2", 1, EventStatus::Preliminary, 1_700_000_001_500),
+        report("hyp:1", 3, EventStatus::Finalized, 1_700_000_000_500),
+        report("hyp:3", 1, EventStatus::Candidate, 1_700_000_003_000),
     ]
 }
 

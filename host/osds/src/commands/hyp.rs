@@ -4,10 +4,12 @@
 
 use super::detector_args::ImageArgs;
 use anyhow::Context;
+use hyp_core::EventStatus;
 use osds_runtime::{Limits, Runtime, ShaperComponent};
 use osds_server::hyp::backfill::{self, Refetch};
 use osds_server::hyp::source::Schedule;
 use osds_store::{self, HypReportInput, StationMetric};
+use serde::Deserialize;
 use serde_json::Value;
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -88,10 +90,7 @@ fn prepare(shaper: &ShaperComponent, line: &str) -> anyhow::Result<HypReportInpu
             .context("`eventId` must be a string")?
             .to_string(),
         number: field_i64(&solution, "reportNumber")?,
-        status: solution["status"]
-            .as_str()
-            .context("`status` must be a string")?
-            .to_string(),
+        status: EventStatus::deserialize(&solution["status"]).context("`status`")?,
         first_at: field_i64(&solution, "firstDetectedAt")?,
         reported_at: field_i64(&solution, "reportedAt")?,
         recorded_at: field_i64(&solution, "recordedAt")?,
