@@ -21,7 +21,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::NaiveDate;
-use osds_store::EventFilter;
+use osds_store::{DeliveryId, EventFilter};
 use osds_time::{beijing_day_start_ms, now_rfc3339};
 use sha2::{Digest, Sha256};
 
@@ -254,7 +254,7 @@ async fn deliveries(
     if !state.store.event_exists(id).await? {
         return Err(ApiError::not_found(format!("no event {id}")));
     }
-    let page = state.store.deliveries(id, after, limit).await?;
+    let page = state.store.deliveries(id, DeliveryId(after), limit).await?;
     json(&DeliveryPage {
         items: page.items.iter().map(Delivery::from_row).collect(),
         next_cursor: page.next_cursor,
@@ -270,7 +270,7 @@ async fn raw(
     let id = parse_int("id", &id, 1..=MAX_SAFE_INTEGER)?;
     let (bytes, sha256) = state
         .store
-        .raw(id)
+        .raw(DeliveryId(id))
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no delivery {id}")))?;
     let headers = [

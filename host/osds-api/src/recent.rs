@@ -82,7 +82,7 @@ impl RecentReports {
         };
         if !committed
             .windows(2)
-            .all(|pair| pair[1].id == pair[0].id + 1)
+            .all(|pair| pair[1].id.0 == pair[0].id.0 + 1)
         {
             return;
         }
@@ -91,10 +91,10 @@ impl RecentReports {
             .map(|served| Arc::new(Rendered::new(ReportItem::from(served.clone()))))
             .collect();
         let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
-        if first.id != ring.upto + 1 {
+        if first.id.0 != ring.upto + 1 {
             return;
         }
-        ring.append(rendered, first.id + committed.len() as i64 - 1);
+        ring.append(rendered, first.id.0 + committed.len() as i64 - 1);
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Ring> {
@@ -138,7 +138,7 @@ impl RecentReports {
             let items = self.store.served_between(upto, horizon, READ_BATCH).await?;
             // Everything up to the horizon was read, unless the batch was full.
             let reached = match items.last() {
-                Some(last) if items.len() as i64 == READ_BATCH => last.id,
+                Some(last) if items.len() as i64 == READ_BATCH => last.id.0,
                 _ => horizon,
             };
             let rendered = items
@@ -175,7 +175,7 @@ mod tests {
 
     fn text(id: i64) -> ServedReport {
         ServedReport {
-            id,
+            id: osds_store::ReportId(id),
             source: "cq".into(),
             json: format!("{{\"id\":{id},\"offered\":true}}").into(),
         }

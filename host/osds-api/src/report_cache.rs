@@ -128,12 +128,12 @@ impl ReportCache {
                     self.insert(number, Block::new(rows))
                 }
             };
-            let start = block.items.partition_point(|item| item.id <= cursor);
+            let start = block.items.partition_point(|item| item.id.0 <= cursor);
             let rest = wanted - items.len();
             items.extend(block.items[start..].iter().take(rest).cloned());
             cursor = block_end;
         }
-        let next_cursor = items.last().map_or(after, |item| item.id);
+        let next_cursor = items.last().map_or(after, |item| item.id.0);
         Ok(ReportPage {
             items,
             next_cursor,
@@ -197,7 +197,7 @@ pub async fn source_reports_after(
     rows.truncate(usize::try_from(limit).unwrap_or(0));
     let items: Vec<ReportItem> = rows.into_iter().map(ReportItem::from).collect();
     let next_cursor = match items.last() {
-        Some(last) if items.len() as i64 == limit => last.id,
+        Some(last) if items.len() as i64 == limit => last.id.0,
         _ => high_water.max(after),
     };
     Ok(ReportPage {
@@ -215,7 +215,7 @@ mod tests {
     fn block(ids: std::ops::Range<i64>) -> Block {
         Block::new(
             ids.map(|id| ReportItem {
-                id,
+                id: osds_store::ReportId(id),
                 source: "sc",
                 json: format!("{{\"id\":{id}}}").into(),
             })

@@ -1,15 +1,15 @@
 //! A report version's served `EewReport` JSON text (stored with the version), for the caches and pages that
 //! serve it many times; and a `/reports` page written from such items.
 
-use osds_store::ServedReport;
 use osds_store::served::SERVED_FORMAT;
+use osds_store::{ReportId, ServedReport};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 /// One report version, rendered.
 #[derive(Debug, Clone)]
 pub struct ReportItem {
-    pub id: i64,
+    pub id: ReportId,
     /// Its channel, for the `source` filter.
     pub source: &'static str,
     pub json: Arc<str>,

@@ -10,7 +10,7 @@ const VERSIONS: i64 = 5 * BLOCK_IDS + 100;
 fn ids_and_text(items: &[ReportItem]) -> Vec<(i64, String)> {
     items
         .iter()
-        .map(|item| (item.id, item.json.to_string()))
+        .map(|item| (item.id.0, item.json.to_string()))
         .collect()
 }
 
@@ -55,7 +55,7 @@ async fn pages_equal_the_archive_across_blocks_cold_and_warm() {
                         ids_and_text(&expected),
                         "after {after}, limit {limit}, budget {budget}, {pass}"
                     );
-                    let last = expected.last().map_or(after, |item| item.id);
+                    let last = expected.last().map_or(after, |item| item.id.0);
                     assert_eq!(page.next_cursor, last);
                     assert_eq!(page.high_water, high_water);
                 }

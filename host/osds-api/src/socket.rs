@@ -530,7 +530,7 @@ mod tests {
 
     fn report(id: i64, json: &str) -> Arc<Rendered> {
         Arc::new(Rendered::new(ReportItem {
-            id,
+            id: osds_store::ReportId(id),
             source: if id % 2 == 0 { "cea" } else { "sc" },
             json: json.into(),
         }))

@@ -77,9 +77,9 @@ impl Rendered {
             report.id, report.json
         );
         Rendered {
-            id: report.id,
+            id: report.id.0,
             source: report.source,
-            sse_event: event("report", Some(report.id), &report.json),
+            sse_event: event("report", Some(report.id.0), &report.json),
             ws_text: ws_text.into(),
             sse_chunk: OnceLock::new(),
             ws_frame: OnceLock::new(),
@@ -121,7 +121,7 @@ mod tests {
 
     fn rendered(json: String) -> Rendered {
         Rendered::new(ReportItem {
-            id: 9,
+            id: osds_store::ReportId(9),
             source: "sc",
             json: json.into(),
         })

@@ -3,6 +3,7 @@
 //! writes inside its own archiving transaction (`sqlite.rs`, `postgres/`).
 
 use crate::db::{Columns, WriteConn};
+use crate::ids::{DeliveryId, ReportId};
 use crate::rows::{ReportRow, ServedReport};
 use crate::statements::Statements;
 use osds_time::{beijing_month, now_rfc3339, parse_ms};
@@ -545,11 +546,11 @@ fn store_version(
     v: &NewVersion<'_>,
 ) -> anyhow::Result<ServedReport> {
     let row = ReportRow {
-        id: v.id,
+        id: ReportId(v.id),
         event_key: v.event_key.to_string(),
         source: v.source.to_string(),
         received_at: v.received_at.to_string(),
-        delivery_id: v.delivery_id,
+        delivery_id: DeliveryId(v.delivery_id),
         decoded: serde_json::to_string(v.report)?,
         decoder_name: v.decoder_name.to_string(),
         decoder_sha256: v.decoder_sha256.to_string(),
@@ -577,7 +578,7 @@ fn store_version(
         .bind(v.decoder_name.to_string())
         .bind(v.decoder_sha256.to_string());
     let served = ServedReport {
-        id: v.id,
+        id: ReportId(v.id),
         source: v.source.to_string(),
         json: crate::served::served_json(&row).into(),
     };

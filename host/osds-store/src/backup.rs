@@ -571,7 +571,7 @@ mod tests {
             .await
             .unwrap();
         let summary = writer.ingest(&frames(session, 100..=100)).await.unwrap();
-        let ids: Vec<i64> = summary.new_versions.iter().map(|v| v.id).collect();
+        let ids: Vec<i64> = summary.new_versions.iter().map(|v| v.id.0).collect();
         assert_eq!(ids, [outcome.id_floor + 1]);
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -654,7 +654,7 @@ mod tests {
                         .await
                         .unwrap();
                     let summary = writer.ingest(&frames(session, 100..=100)).await.unwrap();
-                    assert_eq!(summary.new_versions[0].id, outcome.id_floor + 1, "{what}");
+                    assert_eq!(summary.new_versions[0].id.0, outcome.id_floor + 1, "{what}");
                     writer.close().await.unwrap();
                 }
             }

@@ -44,6 +44,7 @@ pub use db::is_postgres_url;
 pub use error::{FailureCode, WriteError};
 pub use frames::{DEFAULT_FRAMES_URL, FrameArchive, FrameArchiveSummary, FrameImage};
 pub use hyp::*;
+pub use ids::{DeliveryId, ReportId};
 pub use lock::ArchiveLock;
 pub use open::{open, open_existing};
 pub use read::*;

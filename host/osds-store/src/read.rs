@@ -2,6 +2,7 @@
 
 use crate::counts::{ArchiveCounts, Listed, MatchList};
 use crate::db::{Columns, ReadPool};
+use crate::ids::{DeliveryId, ReportId};
 use crate::rows::{
     DeliveryRow, EventRow, EventVersions, IngesterRow, MonthRow, OpenSocket, OutageRow,
     ServedReport, SessionRow, VersionRow,
@@ -110,7 +111,7 @@ pub struct EventPage {
 /// Reception records of an event and the cursor after the last.
 pub struct DeliveryPage {
     pub items: Vec<DeliveryRow>,
-    pub next_cursor: i64,
+    pub next_cursor: DeliveryId,
 }
 
 /// The filter's condition on `e` (`1 = 1` for none) and the values of its `?`s.
@@ -219,7 +220,7 @@ fn split_served(
         let (json, after) = rest.split_at(length);
         rest = after;
         items.push(ServedReport {
-            id: id.parse()?,
+            id: ReportId(id.parse()?),
             source: source.to_string(),
             json: json.into(),
         });
@@ -627,7 +628,7 @@ impl Store {
     pub async fn deliveries(
         &self,
         event_id: &str,
-        after: i64,
+        after: DeliveryId,
         limit: i64,
     ) -> anyhow::Result<DeliveryPage> {
         let mut query = Statements::one(&format!(
@@ -643,13 +644,13 @@ impl Store {
         let items: Vec<DeliveryRow> = self
             .db
             .rows(query, |row| DeliveryRow {
-                id: row.int("id"),
+                id: DeliveryId(row.int("id")),
                 received_at: row.text("received_at"),
                 source: row.opt_text("source"),
                 type_tag: row.opt_text("type_tag"),
                 marker: row.text("marker"),
                 outcome: row.text("outcome"),
-                report_id: row.opt_int("report_id"),
+                report_id: row.opt_int("report_id").map(ReportId),
                 session_id: row.int("session_id"),
                 path: row.text("path"),
                 role: row.text("role"),
@@ -664,7 +665,7 @@ impl Store {
     }
 
     /// The exact stored bytes of a delivery and their SHA-256 (lowercase hex).
-    pub async fn raw(&self, delivery_id: i64) -> anyhow::Result<Option<(Vec<u8>, String)>> {
+    pub async fn raw(&self, delivery_id: DeliveryId) -> anyhow::Result<Option<(Vec<u8>, String)>> {
         let mut query = Statements::one(
             "SELECT p.bytes, p.sha256 FROM deliveries d JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
              WHERE d.id = ?",

@@ -2,6 +2,7 @@
 //! knows the public JSON.
 
 use crate::db::Columns;
+use crate::ids::{DeliveryId, ReportId};
 
 /// The columns of a `reports` row (as `r`) that [`report_row`] reads.
 pub(crate) const REPORT_COLUMNS: &str = "r.id, r.event_key, r.source, r.received_at, r.delivery_id, r.report_json, r.decoder_name, r.decoder_sha256";
@@ -9,11 +10,11 @@ pub(crate) const REPORT_COLUMNS: &str = "r.id, r.event_key, r.source, r.received
 /// A [`ReportRow`] from a row selecting [`REPORT_COLUMNS`].
 pub(crate) fn report_row(row: &dyn Columns) -> ReportRow {
     ReportRow {
-        id: row.int("id"),
+        id: ReportId(row.int("id")),
         event_key: row.text("event_key"),
         source: row.text("source"),
         received_at: row.text("received_at"),
-        delivery_id: row.int("delivery_id"),
+        delivery_id: DeliveryId(row.int("delivery_id")),
         decoded: row.text("report_json"),
         decoder_name: row.text("decoder_name"),
         decoder_sha256: row.text("decoder_sha256"),
@@ -23,11 +24,11 @@ pub(crate) fn report_row(row: &dyn Columns) -> ReportRow {
 /// One stored report version (a `reports` row).
 #[derive(Debug, Clone)]
 pub struct ReportRow {
-    pub id: i64,
+    pub id: ReportId,
     pub event_key: String,
     pub source: String,
     pub received_at: String,
-    pub delivery_id: i64,
+    pub delivery_id: DeliveryId,
     /// The decoded fields as the writer stored them: serde's JSON text of `wolfx_core::Report`.
     pub decoded: String,
     pub decoder_name: String,
@@ -37,7 +38,7 @@ pub struct ReportRow {
 /// A report version's served text (see `served.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedReport {
-    pub id: i64,
+    pub id: ReportId,
     pub source: String,
     /// Its `EewReport` JSON (shared: pages, caches and live consumers hold the one copy).
     pub json: std::sync::Arc<str>,
@@ -74,13 +75,13 @@ pub struct EventVersions {
 /// One reception record with its session's path and role and the payload's size.
 #[derive(Debug, Clone)]
 pub struct DeliveryRow {
-    pub id: i64,
+    pub id: DeliveryId,
     pub received_at: String,
     pub source: Option<String>,
     pub type_tag: Option<String>,
     pub marker: String,
     pub outcome: String,
-    pub report_id: Option<i64>,
+    pub report_id: Option<ReportId>,
     pub session_id: i64,
     pub path: String,
     pub role: String,

@@ -3,6 +3,7 @@
 //! [`SERVED_FORMAT`] names the form; an archive whose texts were rendered in another form is re-rendered when
 //! opened (see [`refresh`]).
 
+use crate::ids::{DeliveryId, ReportId};
 use crate::rows::ReportRow;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -61,7 +62,7 @@ fn flag(raw: Option<&RawValue>) -> bool {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EewReport<'a> {
-    pub id: i64,
+    pub id: ReportId,
     pub event_key: &'a str,
     pub source: &'a str,
     pub event_id: Option<&'a RawValue>,
@@ -79,7 +80,7 @@ pub struct EewReport<'a> {
     pub is_final: bool,
     pub is_cancelled: bool,
     pub is_test: bool,
-    pub delivery_id: i64,
+    pub delivery_id: DeliveryId,
     pub raw_url: String,
     pub decoder: DecoderRef<'a>,
     /// Only in exports: the first-received raw text of this version.
@@ -127,7 +128,7 @@ impl<'a> EewReport<'a> {
 }
 
 /// A delivery's raw-bytes path in the API.
-pub fn raw_url(delivery_id: i64) -> String {
+pub fn raw_url(delivery_id: DeliveryId) -> String {
     format!("/api/v1/deliveries/{delivery_id}/raw")
 }
 
@@ -260,11 +261,11 @@ mod tests {
         ];
         for (n, decoded) in stored.iter().enumerate() {
             let row = ReportRow {
-                id: n as i64 + 1,
+                id: ReportId(n as i64 + 1),
                 event_key: "cq:2024-1".into(),
                 source: "cq".into(),
                 received_at: "2024-01-01T00:00:06.123Z".into(),
-                delivery_id: n as i64 + 100,
+                delivery_id: DeliveryId(n as i64 + 100),
                 decoded: decoded.to_string(),
                 decoder_name: "cq \"decoder\"".into(),
                 decoder_sha256: "ab12".into(),
@@ -333,7 +334,7 @@ mod archive_tests {
             served
                 .iter()
                 .zip(1..)
-                .all(|(s, id)| s.id == id && s.source == "cq")
+                .all(|(s, id)| s.id == ReportId(id) && s.source == "cq")
         );
         // (Not `Writer::close`: its complete checkpoint would race the pool's connections closing.)
         drop(writer);

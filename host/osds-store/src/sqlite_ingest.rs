@@ -63,7 +63,7 @@ pub(crate) fn commit(
             batch,
             &mut summary,
         ))??;
-        if let Some(last) = summary.new_versions.last().map(|v| v.id) {
+        if let Some(last) = summary.new_versions.last().map(|v| v.id.0) {
             ids.cover(last)?;
         }
         pending.push("COMMIT");

@@ -28,6 +28,16 @@ impl From<i64> for Value {
         Value::Int(Some(v))
     }
 }
+impl From<crate::ReportId> for Value {
+    fn from(v: crate::ReportId) -> Value {
+        Value::Int(Some(v.0))
+    }
+}
+impl From<crate::DeliveryId> for Value {
+    fn from(v: crate::DeliveryId) -> Value {
+        Value::Int(Some(v.0))
+    }
+}
 impl From<Option<i64>> for Value {
     fn from(v: Option<i64>) -> Value {
         Value::Int(v)

@@ -127,7 +127,7 @@ impl Writer {
     /// Archives a batch of frames in one durable transaction (group commit).
     pub async fn ingest(&mut self, batch: &[Incoming]) -> Result<IngestSummary, WriteError> {
         let summary = on_backend!(self, b => b.ingest(batch).await)?;
-        if let Some(last) = summary.new_versions.last().map(|v| v.id) {
+        if let Some(last) = summary.new_versions.last().map(|v| v.id.0) {
             self.high_water = self.high_water.max(last);
         }
         Ok(IngestSummary {

@@ -398,8 +398,8 @@ async fn run(
                         (summary.new_versions.first(), summary.new_versions.last())
                     {
                         tracing::debug!(
-                            first = first.id,
-                            last = last.id,
+                            first = first.id.0,
+                            last = last.id.0,
                             "committed new report versions"
                         );
                         if let Some(hook) = &on_commit {

@@ -3,7 +3,7 @@
 
 use osds_store::served::raw_url;
 pub use osds_store::served::{DecoderRef, EewReport};
-use osds_store::{DeliveryRow, EventRow, MonthRow, OutageRow, SessionRow};
+use osds_store::{DeliveryId, DeliveryRow, EventRow, MonthRow, OutageRow, ReportId, SessionRow};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -56,14 +56,14 @@ pub struct EewPage<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Delivery<'a> {
-    pub id: i64,
+    pub id: DeliveryId,
     pub received_at: &'a str,
     pub source: Option<&'a str>,
     #[serde(rename = "type")]
     pub type_tag: Option<&'a str>,
     pub marker: &'a str,
     pub outcome: &'a str,
-    pub report_id: Option<i64>,
+    pub report_id: Option<ReportId>,
     pub session_id: i64,
     pub connection: DeliveryConnection<'a>,
     pub unit_index: i64,
@@ -108,7 +108,7 @@ impl<'a> Delivery<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryPage<'a> {
     pub items: Vec<Delivery<'a>>,
-    pub next_cursor: i64,
+    pub next_cursor: DeliveryId,
 }
 
 /// `Months`.

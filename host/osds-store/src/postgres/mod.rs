@@ -376,7 +376,7 @@ impl PgWriter {
         let mut pending = Statements::default();
         archive_batch(&mut *tx, &mut pending, batch, &mut summary).await?;
         pending.pg_execute(&mut tx).await?;
-        notify_horizon(&mut tx, summary.new_versions.last().map(|v| v.id)).await?;
+        notify_horizon(&mut tx, summary.new_versions.last().map(|v| v.id.0)).await?;
         tx.commit().await.context("commit ingest transaction")?;
         Ok(summary)
     }

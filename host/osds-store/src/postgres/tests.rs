@@ -3,7 +3,7 @@
 use super::*;
 use crate::test_archive::frames;
 use crate::test_postgres::Cluster;
-use crate::{EndReason, OutageReason, Store, UnitKind, UnitRecord, Writer};
+use crate::{DeliveryId, EndReason, OutageReason, Store, UnitKind, UnitRecord, Writer};
 use hyp_core::EventStatus;
 use sha2::Digest;
 use sqlx::{PgConnection, SqlitePool};
@@ -390,8 +390,8 @@ async fn reads_answer_alike() {
     for id in &events {
         assert!(both!("an event exists", event_exists(id)));
         both!("an event", event(id));
-        let a = lite.deliveries(id, 0, 100).await.unwrap();
-        let mut b = pg.deliveries(id, 0, 100).await.unwrap();
+        let a = lite.deliveries(id, DeliveryId(0), 100).await.unwrap();
+        let mut b = pg.deliveries(id, DeliveryId(0), 100).await.unwrap();
         // Alike but for the ingester, which only an archive several share names.
         for delivery in &mut b.items {
             assert_eq!(delivery.ingester.take().as_deref(), Some("one"));
@@ -405,7 +405,7 @@ async fn reads_answer_alike() {
         assert_eq!(a.next_cursor, b.next_cursor);
     }
     for delivery in 0..=twins.deliveries + 1 {
-        both!("raw bytes", raw(delivery));
+        both!("raw bytes", raw(DeliveryId(delivery)));
     }
     both!("latest event", latest_event("cq"));
     both!("months", months(None));
