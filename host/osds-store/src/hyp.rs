@@ -260,7 +260,7 @@ async fn store_metrics<C: WriteConn>(
 impl Store {
     /// Public events, newest first detection first, and how many match.
     pub async fn hyp_events(&self, filter: &HypFilter) -> anyhow::Result<(Vec<HypEventRow>, i64)> {
-        let pattern = filter.q.as_deref().map(super::read::like_pattern);
+        let pattern = filter.q.as_deref().map(crate::read::like_pattern);
         let clause = format!(
             "{PUBLIC} AND first_at >= ? AND (? IS NULL OR first_at < ?) AND (? IS NULL OR id LIKE ? ESCAPE '\\')"
         );
