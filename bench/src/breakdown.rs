@@ -8,7 +8,7 @@
 //!   and its size.
 
 use anyhow::{Context, Result};
-use osds_api::report_cache::ReportCache;
+use osds_api::reports::pages::ReportCache;
 use osds_runtime::decoder_set::DecoderSet;
 use osds_store::Incoming;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,8 @@
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::gateway;
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, no_params, parse_int};
-use crate::report_cache::source_reports_after;
-use crate::report_item::ReportPage;
+use crate::reports::item::ReportPage;
+use crate::reports::pages::source_reports_after;
 use crate::response::eew::{
     Delivery, DeliveryPage, EewEvent, EewPage, EewReport, Month, Months, Outage, Session,
 };

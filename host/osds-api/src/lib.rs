@@ -1,6 +1,6 @@
 //! The public HTTP surface under `/api/v1`: the [`router`] with the [`gateway`]'s layers, the handlers of the
 //! archive ([`eew`]) and of self-sensing ([`hyp`]), live delivery ([`live`]) over the shared [`wire`] format and
-//! the caches of rendered reports ([`report_cache`] for pages, [`recent`] for live consumers), the response
+//! the rendered report versions ([`reports`]: items and the page cache; the live ring is [`live::recent`]), the response
 //! bodies ([`response`]), and the connections it accepts ([`listener`], [`socket`], [`tls`]).
 
 pub mod describe;
@@ -13,11 +13,7 @@ pub mod listener;
 pub mod live;
 pub mod params;
 pub mod parse_errors;
-pub mod recent;
-pub mod report_cache;
-pub mod report_item;
-#[cfg(test)]
-mod report_pages_tests;
+pub mod reports;
 pub mod response;
 pub mod router;
 pub mod scorecard;

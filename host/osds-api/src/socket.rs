@@ -357,7 +357,7 @@ impl Tap {
             if state.mode != Mode::Direct || state.cursor != previous {
                 return state.hand_back();
             }
-            if !sources::accepts(state.filter.as_ref(), report.source) {
+            if !sources::accepts(state.filter.as_ref(), &report.source) {
                 // Not the consumer's: passed over, so the reports after it still continue the cursor.
                 state.cursor = report.id;
                 previous = report.id;
@@ -523,7 +523,7 @@ pub fn no_delay(stream: &TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report_item::ReportItem;
+    use crate::reports::item::ReportItem;
     use std::future::poll_fn;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -531,7 +531,7 @@ mod tests {
     fn report(id: i64, json: &str) -> Arc<Rendered> {
         Arc::new(Rendered::new(ReportItem {
             id: osds_store::ReportId(id),
-            source: if id % 2 == 0 { "cea" } else { "sc" },
+            source: if id % 2 == 0 { "cea" } else { "sc" }.into(),
             json: json.into(),
         }))
     }

@@ -1,27 +1,14 @@
-//! The `source` filter of `/reports`, `/stream` and `/ws`: one channel or a comma-separated list. Channel
-//! names are interned, so every rendered report carries its channel as a plain `&'static str` (the cache holds
-//! a million of them) and the hub compares without allocating.
+//! The `source` filter of `/reports`, `/stream` and `/ws`: one channel or a comma-separated list. A rendered
+//! report carries its channel as a shared name (`Arc<str>`, one per channel per batch read), which the filter
+//! compares without allocating.
 
 use crate::error::{ApiError, ErrorCode};
 use crate::params::Params;
-use std::sync::{Arc, Mutex, PoisonError};
-
-/// The one `&'static str` of each channel name seen (channels are few: the archived ones and any an operator
-/// adds; each is leaked once).
-pub fn intern(source: &str) -> &'static str {
-    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(name) = names.iter().find(|name| **name == source) {
-        return name;
-    }
-    let name: &'static str = Box::leak(source.to_owned().into_boxed_str());
-    names.push(name);
-    name
-}
+use std::sync::Arc;
 
 /// The channels a consumer asked for. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourceFilter(Arc<[&'static str]>);
+pub struct SourceFilter(Arc<[String]>);
 
 impl SourceFilter {
     /// The `source` parameter, if given: every name must be one of `known` (asked for only then; repeats are
@@ -34,7 +21,7 @@ impl SourceFilter {
             return Ok(None);
         };
         let known = known();
-        let mut sources: Vec<&'static str> = Vec::new();
+        let mut sources: Vec<String> = Vec::new();
         for name in text.split(',') {
             if !known.iter().any(|k| k == name) {
                 return Err(ApiError::bad_request(
@@ -45,19 +32,18 @@ impl SourceFilter {
                     ),
                 ));
             }
-            let name = intern(name);
-            if !sources.contains(&name) {
-                sources.push(name);
+            if !sources.iter().any(|s| s == name) {
+                sources.push(name.to_owned());
             }
         }
         Ok(Some(SourceFilter(sources.into())))
     }
 
     pub fn accepts(&self, source: &str) -> bool {
-        self.0.contains(&source)
+        self.0.iter().any(|s| s == source)
     }
 
-    pub fn sources(&self) -> &[&'static str] {
+    pub fn sources(&self) -> &[String] {
         &self.0
     }
 }
@@ -92,6 +78,5 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
-        assert!(std::ptr::eq(intern("sc"), filter.sources()[0]));
     }
 }

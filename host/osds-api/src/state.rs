@@ -3,8 +3,8 @@
 use crate::live::LiveState;
 use crate::live::config::LiveConfig;
 use crate::live::hub::Hub;
-use crate::recent::RecentReports;
-use crate::report_cache::ReportCache;
+use crate::live::recent::RecentReports;
+use crate::reports::pages::ReportCache;
 use crate::upstream::Upstream;
 use osds_runtime::{SharedDecoders, SharedShaper};
 use osds_store::{BackupSettings, Store, WriteMonitor};

@@ -1,12 +1,12 @@
-//! The live wire format, framed once and shared by the handlers (`live/`), the report cache (`recent.rs`) and
+//! The live wire format, framed once and shared by the handlers (`live/`), the live ring (`live/recent.rs`) and
 //! the sockets that write it (`socket.rs`): SSE events and HTTP/1.1 chunks, WebSocket text frames, and a
 //! committed report in both forms.
 
-use crate::report_item::ReportItem;
+use crate::reports::item::ReportItem;
 use axum::extract::ws::Utf8Bytes;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// One framed event: `event:`, one `data:` line per line of `data`, `id:` when given.
 pub fn event(name: &str, id: Option<i64>, data: &str) -> Bytes {
@@ -60,7 +60,7 @@ pub fn comment(text: &str) -> Bytes {
 pub struct Rendered {
     pub id: i64,
     /// Its channel, for the `source` filter.
-    pub source: &'static str,
+    pub source: Arc<str>,
     /// The SSE `report` event, framed (`event:`, `data:`, `id:` lines).
     pub sse_event: Bytes,
     /// The WebSocket `report` message.
@@ -122,7 +122,7 @@ mod tests {
     fn rendered(json: String) -> Rendered {
         Rendered::new(ReportItem {
             id: osds_store::ReportId(9),
-            source: "sc",
+            source: "sc".into(),
             json: json.into(),
         })
     }

@@ -231,7 +231,7 @@ impl Service {
             .await?;
         board.seed_last_received(store.last_receptions().await?);
         tracing::info!(database = %database_url, ingester = writer.ingester(), high_water = writer.high_water(), report_cache_mib = report_cache_mb, "archive open");
-        let recent = Arc::new(osds_api::recent::RecentReports::new(
+        let recent = Arc::new(osds_api::live::recent::RecentReports::new(
             store.clone(),
             writer.high_water(),
         ));
@@ -308,7 +308,7 @@ impl Service {
             // The other processes of the archive install through their own admin sockets.
             components.follow_changes(last_change, FOLLOW_CHANGES_EVERY, shutdown.clone());
         }
-        let report_cache = Arc::new(osds_api::report_cache::ReportCache::new(
+        let report_cache = Arc::new(osds_api::reports::pages::ReportCache::new(
             report_cache_mb.saturating_mul(1 << 20),
         ));
         // One hub shard per worker thread (the runtime's default count).

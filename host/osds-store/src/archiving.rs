@@ -579,7 +579,7 @@ fn store_version(
         .bind(v.decoder_sha256.to_string());
     let served = ServedReport {
         id: ReportId(v.id),
-        source: v.source.to_string(),
+        source: v.source.into(),
         json: crate::served::served_json(&row).into(),
     };
     statements

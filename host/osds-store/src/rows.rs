@@ -39,7 +39,8 @@ pub struct ReportRow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedReport {
     pub id: ReportId,
-    pub source: String,
+    /// Its channel (shared by the versions read together).
+    pub source: std::sync::Arc<str>,
     /// Its `EewReport` JSON (shared: pages, caches and live consumers hold the one copy).
     pub json: std::sync::Arc<str>,
 }

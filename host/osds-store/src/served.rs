@@ -334,7 +334,7 @@ mod archive_tests {
             served
                 .iter()
                 .zip(1..)
-                .all(|(s, id)| s.id == ReportId(id) && s.source == "cq")
+                .all(|(s, id)| s.id == ReportId(id) && &*s.source == "cq")
         );
         // (Not `Writer::close`: its complete checkpoint would race the pool's connections closing.)
         drop(writer);

@@ -1,7 +1,7 @@
 //! [`Feed`]: the reports after a cursor, in id order, the mechanism under `/stream`, `/ws` and the hub.
 
-use crate::recent::RecentReports;
-use crate::report_cache::ReportCache;
+use crate::live::recent::RecentReports;
+use crate::reports::pages::ReportCache;
 use crate::socket::{Kind, Tap};
 use crate::sources::{self, SourceFilter};
 use crate::wire::Rendered;
@@ -128,7 +128,7 @@ impl Feed {
                     self.before_batch = self.cursor;
                     self.cursor = last.id;
                     let mut page = page;
-                    page.retain(|report| sources::accepts(self.filter.as_ref(), report.source));
+                    page.retain(|report| sources::accepts(self.filter.as_ref(), &report.source));
                     if !page.is_empty() {
                         return Ok(page);
                     }

@@ -5,8 +5,8 @@
 //! the consumer's own code.
 
 use super::feed::Feed;
-use crate::recent::RecentReports;
-use crate::report_cache::ReportCache;
+use crate::live::recent::RecentReports;
+use crate::reports::pages::ReportCache;
 use crate::socket::{Tap, Written};
 use osds_store::Store;
 use std::sync::atomic::{AtomicUsize, Ordering};

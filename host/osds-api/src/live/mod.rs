@@ -9,6 +9,7 @@ pub mod config;
 mod consumer;
 pub mod feed;
 pub mod hub;
+pub mod recent;
 pub mod sse;
 pub mod state;
 pub mod ws;

@@ -3,8 +3,8 @@
 
 use super::config::LiveConfig;
 use super::hub::Hub;
-use crate::recent::RecentReports;
-use crate::report_cache::ReportCache;
+use crate::live::recent::RecentReports;
+use crate::reports::pages::ReportCache;
 use crate::upstream::Upstream;
 use osds_store::Store;
 use std::sync::Arc;

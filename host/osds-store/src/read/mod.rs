@@ -7,7 +7,7 @@ mod reports;
 mod status;
 
 pub use deliveries::{ArchivedUnit, DeliveryPage, UnparsedFilter};
-pub(crate) use events::like_pattern;
-pub use events::{EventFilter, EventPage};
 #[cfg(test)]
 pub(crate) use events::filter_sql;
+pub(crate) use events::like_pattern;
+pub use events::{EventFilter, EventPage};

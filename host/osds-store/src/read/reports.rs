@@ -5,6 +5,7 @@ use crate::ids::ReportId;
 use crate::rows::ServedReport;
 use crate::statements::Statements;
 use crate::store::Store;
+use std::sync::Arc;
 
 /// Served texts from their aggregates: comma lists of ids, channels and byte lengths, and the texts end to end.
 /// The four are built in one pass over the same rows, so they agree item by item; the items are put in id order
@@ -20,6 +21,8 @@ fn split_served(
     }
     let mut items = Vec::new();
     let mut rest = texts;
+    // One shared name per channel in the batch: a cache of a million versions holds a few names, not a million.
+    let mut names: Vec<Arc<str>> = Vec::new();
     for ((id, source), length) in ids
         .split(',')
         .zip(sources.split(','))
@@ -32,9 +35,16 @@ fn split_served(
         );
         let (json, after) = rest.split_at(length);
         rest = after;
+        let source = match names.iter().find(|name| &***name == source) {
+            Some(name) => name.clone(),
+            None => {
+                names.push(source.into());
+                names[names.len() - 1].clone()
+            }
+        };
         items.push(ServedReport {
             id: ReportId(id.parse()?),
-            source: source.to_string(),
+            source,
             json: json.into(),
         });
     }

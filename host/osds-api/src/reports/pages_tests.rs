@@ -1,8 +1,8 @@
 //! `ReportCache::reports_after` across cache blocks: every page equals the same range read straight from the archive,
 //! cold and warm, with a budget that holds everything and one that holds a single block.
 
-use crate::report_cache::{BLOCK_IDS, ReportCache, rendered_between};
-use crate::report_item::ReportItem;
+use crate::reports::item::ReportItem;
+use crate::reports::pages::{BLOCK_IDS, ReportCache, rendered_between};
 use osds_store::test_archive::archive;
 
 const VERSIONS: i64 = 5 * BLOCK_IDS + 100;

@@ -5,7 +5,7 @@
 //! so a consumer whose cursor lies inside that range gets every later report from it, gap-free; one whose
 //! cursor is older reads the archive as before.
 
-use crate::report_item::ReportItem;
+use crate::reports::item::ReportItem;
 use crate::wire::Rendered;
 use osds_store::{ServedReport, Store};
 use std::collections::VecDeque;

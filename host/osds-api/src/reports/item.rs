@@ -11,7 +11,7 @@ use std::sync::Arc;
 pub struct ReportItem {
     pub id: ReportId,
     /// Its channel, for the `source` filter.
-    pub source: &'static str,
+    pub source: Arc<str>,
     pub json: Arc<str>,
 }
 
@@ -19,7 +19,7 @@ impl From<ServedReport> for ReportItem {
     fn from(served: ServedReport) -> ReportItem {
         ReportItem {
             id: served.id,
-            source: crate::sources::intern(&served.source),
+            source: served.source,
             json: served.json,
         }
     }

@@ -2,7 +2,7 @@
 //! block goes first. A report version never changes once committed, so a block that lies wholly at or below the
 //! commit horizon stays valid forever; the block the horizon lies in is never cached (the caller reads it).
 
-use crate::report_item::{ReportItem, ReportPage};
+use crate::reports::item::{ReportItem, ReportPage};
 use crate::sources::SourceFilter;
 use osds_store::Store;
 use std::collections::HashMap;
@@ -216,7 +216,7 @@ mod tests {
         Block::new(
             ids.map(|id| ReportItem {
                 id: osds_store::ReportId(id),
-                source: "sc",
+                source: "sc".into(),
                 json: format!("{{\"id\":{id}}}").into(),
             })
             .collect(),
