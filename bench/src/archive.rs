@@ -3,7 +3,7 @@
 //! the service uses), then `osds serve --no-ingest` on it (time to the first 200 of `/api/v1/status`, memory at
 //! rest) and query throughput measured by `wrk` as a separate process, against Datasette serving the same file.
 
-use crate::proc_memory;
+use crate::harness::proc_memory;
 use anyhow::{Context, Result, bail};
 use fake_relay::{FakeRelay, RelayConfig};
 use futures_util::{StreamExt, TryStreamExt};
@@ -303,7 +303,7 @@ async fn serve_archive(
         .args(["--no-ingest"])
         .args(["--backup-dir".into(), dir.join("backups").into_os_string()])
         .args(["--backup-every-secs", "0"])
-        .args(crate::UNLIMITED)
+        .args(crate::harness::UNLIMITED)
         .args(serve_args.iter().cloned());
     // Waiting for the line blocks: off the runtime's threads.
     let served = tokio::task::spawn_blocking(move || launch.start()).await??;
@@ -366,7 +366,7 @@ async fn under_ingest(
         .args(["--upstream-url".to_string(), relay.url()])
         .args(["--backup-dir".into(), live.join("backups").into_os_string()])
         .args(["--backup-every-secs", "0"])
-        .args(crate::UNLIMITED)
+        .args(crate::harness::UNLIMITED)
         .args(serve_args.iter().cloned());
     let served = tokio::task::spawn_blocking(move || launch.start()).await??;
     if !relay
@@ -385,7 +385,7 @@ async fn under_ingest(
             while pushing.load(Ordering::Relaxed) {
                 pace.tick().await;
                 relay
-                    .push_to("/cq_eew", crate::cq_frame("L", n, 1).as_bytes())
+                    .push_to("/cq_eew", crate::harness::cq_frame("L", n, 1).as_bytes())
                     .await;
                 n += 1;
             }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// One new cq report version as the ingest pipeline hands it to the writer.
 fn cq_incoming(decoders: &DecoderSet, session: i64, tag: &str, n: u64) -> Result<Incoming> {
-    crate::incoming::decoded_incoming(decoders, session, crate::cq_frame(tag, n, 1))
+    crate::incoming::decoded_incoming(decoders, session, crate::harness::cq_frame(tag, n, 1))
 }
 
 /// An empty archive in a new folder under `root`, its store and writer, and a session to archive frames on.

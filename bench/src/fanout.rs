@@ -3,7 +3,7 @@
 //! report goes relay → ingest → durable commit → every subscriber) and nginx + nchan (published with an HTTP POST
 //! to its publisher location), so the two are measured the same way.
 
-use crate::{Summary, cq_frame, proc_cpu_secs, proc_memory, summarize};
+use crate::harness::{Summary, cq_frame, proc_cpu_secs, proc_memory, summarize};
 use anyhow::{Context, Result, anyhow, bail};
 use fake_relay::FakeRelay;
 use futures_util::StreamExt;

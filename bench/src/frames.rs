@@ -3,7 +3,7 @@
 //! (VmHWM) before and after it is archived, and the RSS left once it is, tell what one frame costs and whether
 //! it is given back.
 
-use crate::{proc_memory, start_server};
+use crate::harness::{proc_memory, start_server};
 use anyhow::{Context, Result, bail};
 use fake_relay::{FakeRelay, RelayConfig};
 use std::path::Path;

@@ -85,7 +85,8 @@ async fn fill(server: SocketAddr, from: usize, to: usize) -> Result<()> {
 /// `MEASURED` requests to `path` from measuring addresses numbered from `first`; returns the row.
 async fn measure(server: &Server, clients: usize, path: &'static str, first: usize) -> Result<Row> {
     let url = format!("{}{path}", server.base.trim_end_matches("/api/v1"));
-    let cpu_before = crate::proc_cpu_secs(server.pid()).context("the server's CPU time")?;
+    let cpu_before =
+        crate::harness::proc_cpu_secs(server.pid()).context("the server's CPU time")?;
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     let measuring = MEASURED / PER_CLIENT;
@@ -117,7 +118,8 @@ async fn measure(server: &Server, clients: usize, path: &'static str, first: usi
         latencies.extend(done??);
     }
     let wall = started.elapsed();
-    let cpu = crate::proc_cpu_secs(server.pid()).context("the server's CPU time")? - cpu_before;
+    let cpu =
+        crate::harness::proc_cpu_secs(server.pid()).context("the server's CPU time")? - cpu_before;
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
     Ok(Row {

@@ -2,7 +2,7 @@
 //! the decoders embedded in the binary, warm instances reused between frames under the memory limit and the
 //! epoch deadline), and compiled natively (`wolfx-core`, the library every decoder component wraps), on the same frames.
 
-use crate::{Summary, summarize};
+use crate::harness::{Summary, summarize};
 use anyhow::{Context, Result, bail};
 use osds_runtime::decoder_set::DecoderSet;
 use osds_runtime::decoding::Outcome;
