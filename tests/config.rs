@@ -227,3 +227,46 @@ async fn the_example_deployment_configuration_is_one_osds_serve_takes() {
         std::fs::read_to_string(support::tests_dir().join("../deploy/osds.service")).unwrap();
     assert!(unit.contains("ExecStart=/usr/local/bin/osds --config /etc/osds/osds.toml serve"));
 }
+
+/// A pod in a namespace with a Service named `osds` gets Kubernetes' service-link variables: the command runs,
+/// and a warning names them (a misspelt setting beside them is still refused).
+#[test]
+fn kubernetes_service_link_variables_do_not_stop_a_command() {
+    let injected = [
+        ("OSDS_SERVICE_HOST", "10.96.0.11"),
+        ("OSDS_SERVICE_PORT", "8080"),
+        ("OSDS_SERVICE_PORT_HTTP", "8080"),
+        ("OSDS_PORT", "tcp://10.96.0.11:8080"),
+        ("OSDS_PORT_8080_TCP", "tcp://10.96.0.11:8080"),
+        ("OSDS_PORT_8080_TCP_PROTO", "tcp"),
+        ("OSDS_PORT_8080_TCP_PORT", "8080"),
+        ("OSDS_PORT_8080_TCP_ADDR", "10.96.0.11"),
+    ];
+    let fixture = support::tests_dir().join("fixtures/cq/depth-0.json");
+    let run = |extra: Option<(&str, &str)>| {
+        let mut command = osds();
+        command
+            .envs(injected)
+            .args(["decode", "--type", "cq_eew"])
+            .arg(&fixture);
+        if let Some((name, value)) = extra {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    let output = run(None);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(support::json_lines(&output).len(), 1);
+    let warning = stderr(&output);
+    assert!(warning.contains("Kubernetes"), "{warning}");
+    for (name, _) in injected {
+        assert!(warning.contains(name), "{name} not named: {warning}");
+    }
+    let misspelt = run(Some(("OSDS_DATABSE_URL", "sqlite://x.db")));
+    assert_eq!(misspelt.status.code(), Some(2));
+    assert!(
+        stderr(&misspelt).contains("OSDS_DATABSE_URL is not a setting of any command"),
+        "{}",
+        stderr(&misspelt)
+    );
+}

@@ -63,8 +63,8 @@ pub fn main() -> ExitCode {
     let command = Cli::command();
     let configured =
         crate::config::check_environment(&command, std::env::vars_os().map(|(name, _)| name))
-            .and_then(|()| crate::config::with_file(command, &args));
-    let (command, file_keys) = match configured {
+            .and_then(|links| Ok((links, crate::config::with_file(command, &args)?)));
+    let (service_links, (command, file_keys)) = match configured {
         Ok(configured) => configured,
         Err(e) => {
             eprintln!("osds: {e:#}");
@@ -87,6 +87,12 @@ pub fn main() -> ExitCode {
     if let Err(e) = init_logging(&cli.log, cli.log_format) {
         eprintln!("osds: {e:#}");
         return ExitCode::from(2);
+    }
+    if !service_links.is_empty() {
+        tracing::warn!(
+            variables = %service_links.join(", "),
+            "ignoring environment variables of the form Kubernetes injects for a Service named osds…: they are not settings"
+        );
     }
     let result = match cli.command {
         Command::Serve(args) => commands::serve::run(*args),

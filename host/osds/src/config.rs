@@ -3,7 +3,8 @@
 //! each key becomes the default of every flag of that name in the command tree, so clap's own precedence
 //! (flag, then environment, then default) covers all three sources and nothing mutates the environment.
 //! Strict: a file key that names no flag of the command being run, and an `OSDS_*` variable that no command
-//! reads, are errors that name the nearest valid one.
+//! reads, are errors that name the nearest valid one; the variables Kubernetes injects for a Service named
+//! `osds…` are only named in a warning.
 
 use anyhow::Context;
 use clap::Command;
@@ -108,22 +109,50 @@ pub fn check_applicable(root: &Command, path: &[String], keys: &[String]) -> any
     Ok(())
 }
 
-/// Every `OSDS_*` variable in `vars` must be one a flag of some command reads.
+/// Every `OSDS_*` variable in `vars` must be one a flag of some command reads, or one Kubernetes injects for a
+/// Service whose name begins with `osds` (see [`is_service_link`]): those are returned, for a warning.
 pub fn check_environment(
     root: &Command,
     vars: impl IntoIterator<Item = OsString>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<String>> {
     let known = env_names(root);
+    let mut links = Vec::new();
     for name in vars {
         let name = name.to_string_lossy();
-        if name.starts_with("OSDS_") && !known.iter().any(|k| *k == name) {
-            anyhow::bail!(
-                "environment variable {name} is not a setting of any command{}",
-                suggestion(&name, &known)
-            );
+        if !name.starts_with("OSDS_") || known.iter().any(|k| *k == name) {
+            continue;
         }
+        if is_service_link(&name) {
+            links.push(name.into_owned());
+            continue;
+        }
+        anyhow::bail!(
+            "environment variable {name} is not a setting of any command{}",
+            suggestion(&name, &known)
+        );
     }
-    Ok(())
+    links.sort();
+    Ok(links)
+}
+
+/// Whether `name` has the form of the variables Kubernetes injects into every pod of a namespace for each
+/// Service (here one named `osds` or `osds-...`): `OSDS[_X]_SERVICE_HOST`, `OSDS[_X]_SERVICE_PORT[_NAME]`,
+/// `OSDS[_X]_PORT` and `OSDS[_X]_PORT_<number>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR]`. No setting has that form.
+fn is_service_link(name: &str) -> bool {
+    let words: Vec<&str> = name.split('_').collect();
+    let word = |w: &&str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric());
+    if words.first() != Some(&"OSDS") || !words.iter().all(word) {
+        return false;
+    }
+    (1..words.len()).any(|i| match &words[i..] {
+        ["SERVICE", "HOST"] | ["SERVICE", "PORT", ..] | ["PORT"] => true,
+        ["PORT", number, protocol, rest @ ..] => {
+            number.bytes().all(|b| b.is_ascii_digit())
+                && ["TCP", "UDP", "SCTP"].contains(protocol)
+                && matches!(rest, [] | ["PROTO" | "PORT" | "ADDR"])
+        }
+        _ => false,
+    })
 }
 
 /// The long flag names of `command` (its global ones only, when `globals_only`).
@@ -294,5 +323,45 @@ mod tests {
             [OsString::from("OSDS_DATABASE_URL"), OsString::from("PATH")],
         )
         .unwrap();
+    }
+
+    /// What Kubernetes injects for a Service `osds` (ports `http` 8080 and `metrics` 9090) and one named
+    /// `osds-replica`: ignored and named, never refused; a misspelt setting still is.
+    #[test]
+    fn kubernetes_service_links_are_named_not_refused() {
+        let root = Cli::command();
+        let injected = [
+            "OSDS_SERVICE_HOST",
+            "OSDS_SERVICE_PORT",
+            "OSDS_SERVICE_PORT_HTTP",
+            "OSDS_SERVICE_PORT_METRICS",
+            "OSDS_PORT",
+            "OSDS_PORT_8080_TCP",
+            "OSDS_PORT_8080_TCP_PROTO",
+            "OSDS_PORT_8080_TCP_PORT",
+            "OSDS_PORT_8080_TCP_ADDR",
+            "OSDS_PORT_9090_TCP",
+            "OSDS_REPLICA_SERVICE_HOST",
+            "OSDS_REPLICA_PORT_8080_TCP_ADDR",
+        ];
+        let vars = injected
+            .iter()
+            .chain(&["OSDS_DATABASE_URL", "PATH"])
+            .map(OsString::from);
+        let mut expected = injected.map(str::to_string).to_vec();
+        expected.sort();
+        assert_eq!(check_environment(&root, vars).unwrap(), expected);
+        for refused in [
+            "OSDS_PORT_HTTP",
+            "OSDS_PORT_8080",
+            "OSDS_PORT_8080_TCP_HOST",
+            "OSDS_SERVICE",
+            "OSDS__SERVICE_HOST",
+        ] {
+            assert!(
+                check_environment(&root, [OsString::from(refused)]).is_err(),
+                "{refused}"
+            );
+        }
     }
 }
