@@ -405,6 +405,8 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
             "2100-01-01T00:00:00Z",
             "--hyp-frames-url",
             &frames_url,
+            "--metrics-listen",
+            "127.0.0.1:0",
         ],
     );
     let replayed = support::eventually(120, "the replayed event", || async {
@@ -415,6 +417,53 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     .await;
     let (lat, lon, _) = position(&first_tracking(&replayed));
     assert!(distance_km(lat, lon, 32.742, 130.808) <= 20.0, "{replayed}");
+
+    // The detector's series, once it stopped, say what it did: every frame, every report archived.
+    let metrics_url = replay
+        .stdout()
+        .iter()
+        .find_map(|line| line.strip_prefix("osds: metrics ").map(str::to_owned))
+        .expect("the metrics address on stdout");
+    let scraped = reqwest::get(&metrics_url)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = |name: &str| -> u64 {
+        scraped
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no series {name} in:\n{scraped}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let status = get_json(&replay.url("/hyp/status")).await;
+    let counters = &status["detector"]["counters"];
+    let frames = counters["frames"].as_u64().unwrap();
+    assert!(frames > 0, "{status}");
+    assert_eq!(series("osds_hyp_frames_total"), frames);
+    assert_eq!(
+        series("osds_hyp_missing_images_total"),
+        status["detector"]["sources"][0]["missingImages"]
+            .as_u64()
+            .unwrap_or(0)
+    );
+    assert_eq!(
+        series("osds_hyp_undecodable_images_total"),
+        counters["undecodableImages"].as_u64().unwrap()
+    );
+    let archived = status["archive"]["reports"].as_u64().unwrap();
+    assert!(archived > 0, "{status}");
+    assert_eq!(
+        series("osds_hyp_reports_total{outcome=\"archived\"}"),
+        archived
+    );
+    assert_eq!(
+        series("osds_hyp_reports_total{outcome=\"failed\"}"),
+        counters["failedReports"].as_u64().unwrap()
+    );
 }
 
 /// An operator's travel-time table (e.g. JMA2001) replaces the built-in model and shows in the algorithm

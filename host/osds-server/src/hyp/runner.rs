@@ -133,6 +133,17 @@ impl Runner {
             recorder = self.recorder.is_some(),
             "hyp detector started"
         );
+        // Every series from the start, at zero until something happens (an alert on a rate needs the series).
+        for name in [
+            "osds_hyp_frames_total",
+            "osds_hyp_missing_images_total",
+            "osds_hyp_undecodable_images_total",
+        ] {
+            metrics::counter!(name).increment(0);
+        }
+        for outcome in ["archived", "failed"] {
+            metrics::counter!("osds_hyp_reports_total", "outcome" => outcome).increment(0);
+        }
         self.close_leftovers().await;
         loop {
             let frame = tokio::select! {
@@ -184,6 +195,7 @@ impl Runner {
 
     async fn take(&mut self, frame: &Observation) {
         self.counters.frames += 1;
+        metrics::counter!("osds_hyp_frames_total").increment(1);
         self.record(frame).await;
         let values = self.decode(frame);
         self.history.push_back(values);
@@ -226,6 +238,7 @@ impl Runner {
                 Ok(image) => layers.push((*layer, image.sample(*layer, &self.network.pixels))),
                 Err(error) => {
                     self.counters.undecodable_images += 1;
+                    metrics::counter!("osds_hyp_undecodable_images_total").increment(1);
                     self.error(
                         "image_undecodable",
                         format!("{layer} at {}", frame.at_ms),
@@ -326,9 +339,13 @@ impl Runner {
     /// Shapes a solution through the component and appends it with its stations' peaks.
     async fn archive(&mut self, solution: &Solution, metrics: Vec<StationMetric>) {
         match self.try_archive(solution, metrics).await {
-            Ok(()) => self.counters.reports += 1,
+            Ok(()) => {
+                self.counters.reports += 1;
+                metrics::counter!("osds_hyp_reports_total", "outcome" => "archived").increment(1);
+            }
             Err(error) => {
                 self.counters.failed_reports += 1;
+                metrics::counter!("osds_hyp_reports_total", "outcome" => "failed").increment(1);
                 self.error(
                     "report_failed",
                     format!("report {} of {}", solution.report_number, solution.event_id),

@@ -259,6 +259,7 @@ impl KmoniFetcher {
         }
         self.health.images += images.len() as u64;
         self.health.missing_images += pending.len() as u64;
+        metrics::counter!("osds_hyp_missing_images_total").increment(pending.len() as u64);
         Observation {
             at_ms,
             received_at: now_ms(),
