@@ -9,4 +9,5 @@ pub mod hot_swap;
 pub mod hyp;
 pub mod ingest;
 pub mod prometheus;
+pub mod reparse;
 pub mod service;

@@ -1,23 +1,16 @@
-//! `osds reparse`: re-decodes archived payloads that are still unparsed, and ignored ones of a `type` a decoder
-//! now claims, with the decoders a server on the archive runs (the start-up ones and those installed since), and
-//! appends the versions they yield (never editing what is stored). Safe while `osds serve` runs on the same database:
-//! SQLite serialises the writers, and the server notices the new versions.
+//! `osds reparse`: the command line over `osds_server::reparse` — re-decodes archived payloads that are still
+//! unparsed, and ignored ones of a `type` a decoder now claims, with the decoders a server on the archive runs
+//! (the start-up ones and those installed since), with a progress bar and a summary.
 
 use anyhow::Context;
 use osds_runtime::DecoderSet;
-use osds_runtime::decoding::{self, Fallback, Outcome};
-use osds_runtime::units;
 use osds_runtime::{Limits, Runtime};
 use osds_server::hot_swap::installed_decoders;
-use osds_store::{self, ArchivedUnit, Recovered, UnparsedFilter};
-use std::collections::BTreeMap;
+use osds_server::reparse::{Reparse, Scope};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-
-/// Deliveries read and committed per step.
-const BATCH: i64 = 200;
 
 #[derive(Debug, clap::Args)]
 pub struct ReparseArgs {
@@ -63,49 +56,6 @@ pub fn run(args: ReparseArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     runtime.block_on(reparse(args))
-}
-
-/// What became of one unparsed delivery.
-enum Fate {
-    Recovered(Box<Recovered>),
-    Failing(String),
-}
-
-fn decode_unit(decoders: &DecoderSet, unit: &ArchivedUnit) -> Fate {
-    let Some(piece) = units::split(&unit.frame)
-        .into_iter()
-        .nth(unit.unit_index as usize)
-    else {
-        return Fate::Failing("unit-missing".into());
-    };
-    let fallback = unit
-        .source
-        .as_deref()
-        .map_or(Fallback::None, Fallback::Source);
-    match decoding::decode_unit(decoders, &piece, fallback) {
-        Outcome::Report {
-            report,
-            identity,
-            decoder,
-        } => {
-            let info = decoder.info();
-            Fate::Recovered(Box::new(Recovered {
-                delivery_id: unit.delivery_id,
-                received_at: unit.received_at.clone(),
-                source: info.source.clone(),
-                identity,
-                report,
-                decoder_name: info.name.clone(),
-                decoder_sha256: info.sha256.clone(),
-            }))
-        }
-        other => Fate::Failing(
-            other
-                .failure()
-                .map_or("unknown", |(kind, _)| kind.as_str())
-                .into(),
-        ),
-    }
 }
 
 /// A progress bar on a terminal, a line every few seconds otherwise.
@@ -171,22 +121,15 @@ async fn reparse(args: ReparseArgs) -> anyhow::Result<ExitCode> {
             info.claims.join(", ")
         );
     }
-    // Frames archived as ignored before their channel's decoder was installed are gone through too.
-    let ignored_tags = decoders
-        .decoders()
-        .iter()
-        .filter(|d| args.source.as_ref().is_none_or(|s| *s == d.info().source))
-        .flat_map(|d| d.info().claims.clone())
-        .collect();
-    let filter = UnparsedFilter {
-        ignored_tags,
+    let scope = Scope {
         source: args.source.clone(),
         since: rfc3339("since", &args.since)?,
         until: rfc3339("until", &args.until)?,
     };
-    let total = store.count_unparsed(&filter).await?;
+    let reparse = Reparse::plan(&store, decoders, scope).await?;
     eprintln!(
-        "reparse: {total} deliveries to go through (unparsed, or ignored of a type a decoder now claims) in {}{}",
+        "reparse: {} deliveries to go through (unparsed, or ignored of a type a decoder now claims) in {}{}",
+        reparse.total(),
         args.database_url,
         if args.dry_run {
             " (dry run: nothing is written)"
@@ -195,47 +138,24 @@ async fn reparse(args: ReparseArgs) -> anyhow::Result<ExitCode> {
         }
     );
     let mut progress = Progress {
-        total,
+        total: reparse.total(),
         done: 0,
         terminal: std::io::stderr().is_terminal(),
         last: Instant::now(),
     };
-    let mut after = 0;
-    let mut recoverable = 0usize;
-    let mut new_versions = 0usize;
-    let mut duplicates = 0usize;
-    let mut failing: BTreeMap<String, usize> = BTreeMap::new();
-    loop {
-        let units = store.unparsed_deliveries(&filter, after, BATCH).await?;
-        let Some(last) = units.last() else { break };
-        after = last.delivery_id;
-        progress.done += units.len() as i64;
-        let decoders = decoders.clone();
-        let fates = tokio::task::spawn_blocking(move || {
-            units
-                .iter()
-                .map(|unit| decode_unit(&decoders, unit))
-                .collect::<Vec<_>>()
+    let writer = (!args.dry_run).then_some(&mut writer);
+    let summary = reparse
+        .run(&store, writer, |done| {
+            progress.done = done;
+            progress.show(false);
         })
-        .await
-        .context("decoding failed")?;
-        let mut recovered = Vec::new();
-        for fate in fates {
-            match fate {
-                Fate::Recovered(item) => recovered.push(*item),
-                Fate::Failing(kind) => *failing.entry(kind).or_default() += 1,
-            }
-        }
-        recoverable += recovered.len();
-        if !args.dry_run && !recovered.is_empty() {
-            let summary = writer.recover(&recovered).await?;
-            new_versions += summary.new_versions.len();
-            duplicates += summary.duplicates;
-        }
-        progress.show(false);
-    }
+        .await?;
     progress.show(true);
-    let still: Vec<String> = failing.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let still: Vec<String> = summary
+        .failing
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
     let still = if still.is_empty() {
         "none".to_string()
     } else {
@@ -243,13 +163,13 @@ async fn reparse(args: ReparseArgs) -> anyhow::Result<ExitCode> {
     };
     if args.dry_run {
         println!(
-            "reparse (dry run): {} examined, {recoverable} would be recovered, still failing: {still}",
-            progress.done
+            "reparse (dry run): {} examined, {} would be recovered, still failing: {still}",
+            summary.examined, summary.recoverable
         );
     } else {
         println!(
-            "reparse: {} examined, {recoverable} recovered ({new_versions} new versions, {duplicates} already archived), still failing: {still}",
-            progress.done
+            "reparse: {} examined, {} recovered ({} new versions, {} already archived), still failing: {still}",
+            summary.examined, summary.recoverable, summary.new_versions, summary.duplicates
         );
     }
     Ok(ExitCode::SUCCESS)
