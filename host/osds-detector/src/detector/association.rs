@@ -1,0 +1,279 @@
+//! Association: which event a triggered station belongs to — explained by a located event's predicted P
+//! arrival or passing waves (or a recently closed one's), joined to a cluster nearby, or a new cluster — and
+//! clusters one event's waves explain merged into it.
+
+use super::*;
+
+impl Prediction<'_> {
+    /// Whether the event explains a trigger at `station` picked at `pick` (seconds) with `level` shaking
+    /// now: as its P arrival (with the pick's distance from it), or as its later shaking.
+    pub(super) fn explains(
+        &self,
+        model: &Model,
+        station: &StationPosition,
+        pick: f64,
+        level: Option<f64>,
+    ) -> Option<(Phase, f64)> {
+        let h = self.h;
+        let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
+        let tp = model.p(d, h.depth_km);
+        let ts = model.s(d, h.depth_km);
+        let (early, late) = p_window(tp);
+        let off_p = pick - (h.origin + tp);
+        if is_p(off_p, tp) {
+            return Some((Phase::P, off_p.abs()));
+        }
+        // Its P wave's coda while the fault still breaks, then its S wave and coda. In between, a station far
+        // enough away for the two to part has nothing of this event that would make it rise.
+        let rupture = self.magnitude.map_or(0.0, rupture_seconds);
+        let off_s = pick - (h.origin + ts);
+        let (early_s, late_s) = p_window(ts);
+        let in_p_coda = off_p >= -early && off_p <= late + rupture;
+        let in_s = off_s >= -early_s && off_s <= coda_seconds(ts, self.magnitude) + late_s;
+        let within = in_p_coda || in_s;
+        let level_fits = match (self.magnitude, level) {
+            (Some(m), Some(level)) => !shakes_beyond(h, m, d, level),
+            _ => true,
+        };
+        (within && level_fits).then_some((Phase::Later, off_p.abs()))
+    }
+}
+
+/// Whether a station `d` km from an event's epicentre shakes at `level`, more than an event of `mw` there can
+/// explain.
+pub(super) fn shakes_beyond(h: &Hypocentre, mw: f64, d: f64, level: f64) -> bool {
+    level > predicted_intensity(mw, h.depth_km, hypocentral_km(d, h.depth_km)) + level_margin(d)
+}
+
+impl Aftermath {
+    pub(super) fn prediction(&self) -> Prediction<'_> {
+        Prediction {
+            h: &self.h,
+            magnitude: self.magnitude,
+        }
+    }
+}
+
+impl Detector {
+    pub(super) fn prediction(event: &Event) -> Option<Prediction<'_>> {
+        event.last.as_ref().map(|h| Prediction {
+            h,
+            magnitude: event.magnitude.map(|m| m.value),
+        })
+    }
+
+    /// Whether a recently closed event's waves explain a trigger.
+    pub(super) fn in_aftermath(&self, station: usize, pick_ms: i64) -> bool {
+        let here = &self.positions[station];
+        let level = self.latest[station];
+        self.aftermaths.iter().any(|a| {
+            a.prediction()
+                .explains(
+                    &self.config.travel_times,
+                    here,
+                    pick_ms as f64 / 1000.0,
+                    level,
+                )
+                .is_some()
+        })
+    }
+
+    pub(super) fn member(&self, station: usize, pick_ms: i64, phase: Phase, now_ms: i64) -> Member {
+        // The bottom of the scale when the triggering frame has no reading for it (a dropout).
+        let level = self.latest[station].unwrap_or(-3.0);
+        Member {
+            station,
+            pick_ms,
+            phase,
+            peak: level,
+            peak_at_ms: now_ms,
+            expires_ms: now_ms + membership_ms(level),
+            active: true,
+        }
+    }
+
+    pub(super) fn associate(&mut self, station: usize, pick_ms: i64, now_ms: i64) {
+        let here = self.positions[station];
+        let pick = pick_ms as f64 / 1000.0;
+        let level = self.latest[station];
+        // 1. An open, located event that explains it: a P arrival before a later phase, the closest fit first.
+        let explained = self
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.done && e.p_picks() >= 3)
+            .filter_map(|(i, e)| {
+                let (phase, off) =
+                    Self::prediction(e)?.explains(&self.config.travel_times, &here, pick, level)?;
+                Some((i, phase, off))
+            })
+            .min_by(|a, b| {
+                (a.1 != Phase::P, a.2)
+                    .partial_cmp(&(b.1 != Phase::P, b.2))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+        if let Some((i, phase, _)) = explained {
+            let member = self.member(station, pick_ms, phase, now_ms);
+            let event = &mut self.events[i];
+            let near = event.last.as_ref().is_none_or(|h| {
+                distance_km(h.latitude, h.longitude, here.latitude, here.longitude)
+                    <= NEW_STATION_KM
+            });
+            if event.join(member) && near {
+                event.last_new_station_ms = now_ms;
+            }
+            return;
+        }
+        // 2. The waves of an event that just ended.
+        if self.in_aftermath(station, pick_ms) {
+            self.trigger.reset(station);
+            return;
+        }
+        // 3. A cluster next to it whose location is not settled.
+        let nearest = self
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.done && (e.last.is_none() || e.p_picks() < MATURE_PICKS))
+            .filter_map(|(i, e)| {
+                e.active()
+                    .map(|m| {
+                        let p = &self.positions[m.station];
+                        distance_km(here.latitude, here.longitude, p.latitude, p.longitude)
+                    })
+                    .reduce(f64::min)
+                    .map(|d| (i, d))
+            })
+            .filter(|(_, d)| *d <= CLUSTER_KM)
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        let member = self.member(station, pick_ms, Phase::P, now_ms);
+        match nearest {
+            Some((i, _)) => {
+                if self.events[i].join(member) {
+                    self.events[i].last_new_station_ms = now_ms;
+                }
+            }
+            None => {
+                // 4. Something new.
+                let stamp = chrono::DateTime::from_timestamp_millis(pick_ms)
+                    .map(|t| t.format("%Y%m%dT%H%M%S").to_string())
+                    .unwrap_or_default();
+                let sequence = self.next_sequence;
+                self.next_sequence += 1;
+                self.events.push(Event {
+                    id: format!("hyp:{stamp}:{sequence}"),
+                    first_at_ms: now_ms,
+                    members: vec![member],
+                    status: EventStatus::Candidate,
+                    reports: 0,
+                    frames: 0,
+                    last_new_station_ms: now_ms,
+                    positions: Vec::new(),
+                    stable_since_ms: None,
+                    magnitude: None,
+                    last: None,
+                    located: Vec::new(),
+                    located_p_picks: 0,
+                    last_reported: None,
+                    done: false,
+                });
+            }
+        }
+    }
+
+    /// How many of `event`'s members `prediction` explains, and the phase of each.
+    pub(super) fn explained_members(
+        &self,
+        event: &Event,
+        prediction: &Prediction,
+    ) -> Vec<Option<Phase>> {
+        event
+            .members
+            .iter()
+            .map(|m| {
+                prediction
+                    .explains(
+                        &self.config.travel_times,
+                        &self.positions[m.station],
+                        m.pick_ms as f64 / 1000.0,
+                        Some(m.peak),
+                    )
+                    .map(|(phase, _)| phase)
+            })
+            .collect()
+    }
+
+    /// A cluster never reported is absorbed by an older event that explains most of its stations, by one next
+    /// to it while either is unlocated, or by one that located the same quake; one that a closed event's waves
+    /// explain is dropped. A reported event is never absorbed.
+    pub(super) fn merge_events(&mut self, now_ms: i64) {
+        for j in 0..self.events.len() {
+            if self.events[j].done || self.events[j].reports > 0 {
+                continue;
+            }
+            let young = &self.events[j];
+            let majority = |phases: &[Option<Phase>]| {
+                phases.iter().filter(|p| p.is_some()).count() * 2 > phases.len()
+            };
+            let mut absorb: Option<(usize, Vec<Option<Phase>>)> = None;
+            for i in 0..self.events.len() {
+                let old = &self.events[i];
+                if i == j || old.done || (old.reports == 0 && i > j) {
+                    continue;
+                }
+                if let Some(prediction) = Self::prediction(old).filter(|_| old.p_picks() >= 3) {
+                    let phases = self.explained_members(young, &prediction);
+                    if majority(&phases) {
+                        absorb = Some((i, phases));
+                        break;
+                    }
+                }
+                let settled = old.last.is_some() && old.p_picks() >= MATURE_PICKS;
+                let together = match (&old.last, &young.last) {
+                    (Some(x), Some(y)) => {
+                        distance_km(x.latitude, x.longitude, y.latitude, y.longitude)
+                            <= SAME_QUAKE_KM
+                            && (x.origin - y.origin).abs() <= SAME_QUAKE_S
+                    }
+                    // Next to a settled event's stations is not enough: its travel times must explain it.
+                    _ => {
+                        !settled
+                            && old.active().any(|m| {
+                                young.active().any(|n| {
+                                    let (p, q) =
+                                        (&self.positions[m.station], &self.positions[n.station]);
+                                    distance_km(p.latitude, p.longitude, q.latitude, q.longitude)
+                                        <= CLUSTER_KM
+                                })
+                            })
+                    }
+                };
+                if together {
+                    absorb = Some((i, vec![Some(Phase::P); young.members.len()]));
+                    break;
+                }
+            }
+            if let Some((i, phases)) = absorb {
+                let mut members = std::mem::take(&mut self.events[j].members);
+                for (member, phase) in members.iter_mut().zip(phases) {
+                    member.phase = phase.unwrap_or(Phase::Later);
+                }
+                for member in members {
+                    self.events[i].join(member);
+                }
+                self.events[i].last_new_station_ms = now_ms;
+                self.events[j].done = true;
+                continue;
+            }
+            let young = &self.events[j];
+            let echo = self
+                .aftermaths
+                .iter()
+                .any(|a| majority(&self.explained_members(young, &a.prediction())));
+            if echo {
+                self.close(j, now_ms, None);
+            }
+        }
+        self.events.retain(|e| !e.done);
+    }
+}

@@ -1,0 +1,337 @@
+//! The event lifecycle: an event's picks and members, its status (`candidate` → `preliminary` → `tracking` →
+//! `finalized`, `retracted`, or `interrupted`), when it may be published and when it is over.
+
+use super::association::shakes_beyond;
+use super::*;
+
+impl Event {
+    /// Adds a member; a station that was one already is merged into it instead (active again if the newcomer
+    /// is, its first pick standing). Whether the station is new to the event.
+    pub(super) fn join(&mut self, member: Member) -> bool {
+        match self
+            .members
+            .iter_mut()
+            .find(|m| m.station == member.station)
+        {
+            Some(known) => {
+                known.active |= member.active;
+                known.peak = known.peak.max(member.peak);
+                known.expires_ms = known.expires_ms.max(member.expires_ms);
+                false
+            }
+            None => {
+                self.members.push(member);
+                true
+            }
+        }
+    }
+
+    pub(super) fn p_picks(&self) -> usize {
+        self.members.iter().filter(|m| m.phase == Phase::P).count()
+    }
+
+    pub(super) fn active(&self) -> impl Iterator<Item = &Member> {
+        self.members.iter().filter(|m| m.active)
+    }
+}
+
+impl Detector {
+    pub(super) fn interrupt_all(&mut self, last_ms: i64) -> Vec<Detection> {
+        let mut out = Vec::new();
+        for index in 0..self.events.len() {
+            if self.events[index].done {
+                continue;
+            }
+            // An event nobody saw (never reported, or never public) just ends; a reported one is closed as
+            // interrupted.
+            let event = &self.events[index];
+            let closing = (event.reports > 0 && event.status != EventStatus::Candidate)
+                .then_some(EventStatus::Interrupted);
+            out.extend(self.close(index, last_ms, closing));
+        }
+        out
+    }
+
+    /// Ends an event with a last report in `status` (when it was ever public), and frees its stations. A
+    /// located event's waves go on explaining triggers for a while.
+    pub(super) fn close(
+        &mut self,
+        index: usize,
+        now_ms: i64,
+        status: Option<EventStatus>,
+    ) -> Option<Detection> {
+        let detection = status.and_then(|status| {
+            self.events[index].status = status;
+            self.solution(index, now_ms, true)
+        });
+        let event = &mut self.events[index];
+        event.done = true;
+        if let Some(h) = &event.last
+            && event.reports > 0
+            && event.status != EventStatus::Retracted
+        {
+            self.aftermaths.push(Aftermath {
+                h: h.clone(),
+                magnitude: event.magnitude.map(|m| m.value),
+                until_ms: now_ms + AFTERMATH_MS,
+            });
+        }
+        for member in std::mem::take(&mut self.events[index].members) {
+            if member.active {
+                self.trigger.reset(member.station);
+            }
+        }
+        detection
+    }
+
+    pub(super) fn update(&mut self, index: usize, now_ms: i64) -> Option<Detection> {
+        // Peaks grow; memberships expire by the peak reached (the pick stays evidence).
+        let latest = &self.latest;
+        let event = &mut self.events[index];
+        event.frames += 1;
+        let mut expired = Vec::new();
+        let mut released = Vec::new();
+        let shaking = event.last.as_ref().zip(
+            event
+                .magnitude
+                .filter(|m| m.kind == crate::magnitude::KIND_S),
+        );
+        for member in event.members.iter_mut().filter(|m| m.active) {
+            if let Some(v) = latest[member.station]
+                && v > member.peak
+            {
+                member.peak = v;
+                member.peak_at_ms = now_ms;
+                member.expires_ms = now_ms + membership_ms(v);
+                // Far from the event, shaking well beyond what it can cause there is another quake's.
+                if let Some((h, m)) = shaking {
+                    let p = &self.positions[member.station];
+                    let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                    if d > RELEASE_KM && shakes_beyond(h, m.value, d, v) {
+                        member.active = false;
+                        released.push(member.station);
+                        continue;
+                    }
+                }
+            }
+            // Its S wave has yet to come (a deep or distant event's come long after its P): it stays.
+            let s_due = event.last.as_ref().map_or(i64::MIN, |h| {
+                let p = &self.positions[member.station];
+                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                let ts = h.origin + self.config.travel_times.s(d, h.depth_km);
+                ((ts + S_STAY_S) * 1000.0) as i64
+            });
+            if member.expires_ms.max(s_due) <= now_ms {
+                member.active = false;
+                expired.push(member.station);
+            }
+        }
+        // An expired or released station may trigger again at once: what it shows next is offered to the
+        // events first, so the same event's shaking rejoins it and another quake's starts its own.
+        for station in expired.into_iter().chain(released) {
+            self.trigger.release(station);
+        }
+        let event = &self.events[index];
+        if event.active().next().is_none() {
+            // Collapsed before it was confirmed: retracted; after tracking: its shaking is over.
+            let closing = match event.status {
+                EventStatus::Preliminary => Some(EventStatus::Retracted),
+                EventStatus::Tracking => Some(EventStatus::Finalized),
+                _ => None,
+            };
+            return self.close(index, now_ms, closing);
+        }
+        let stations = event.active().count();
+        let mut status = event.status;
+        // A new location when P picks came (later phases do not move it), or while silent stations still count.
+        let relocate = event.p_picks() != event.located_p_picks
+            || event.p_picks() < crate::locate::NON_ARRIVAL_PICKS;
+        if relocate && let Some((h, located)) = self.locate(index, now_ms) {
+            let event = &mut self.events[index];
+            event.located_p_picks = event.p_picks();
+            event
+                .positions
+                .push((now_ms, h.latitude, h.longitude, h.depth_km));
+            event.last = Some(h);
+            event.located = located;
+            self.classify(index);
+        }
+        if status == EventStatus::Candidate && self.publishable(index, now_ms) {
+            status = EventStatus::Preliminary;
+        }
+        let event = &mut self.events[index];
+        if let Some(h) = &event.last {
+            let steady = event
+                .positions
+                .iter()
+                .rev()
+                .take_while(|(t, ..)| now_ms - t <= 5_000)
+                .all(|(_, lat, lon, _)| distance_km(*lat, *lon, h.latitude, h.longitude) <= 10.0);
+            if steady {
+                event.stable_since_ms.get_or_insert(now_ms);
+            } else {
+                event.stable_since_ms = None;
+            }
+            let stable_for = event.stable_since_ms.map_or(0, |since| now_ms - since);
+            if status == EventStatus::Preliminary && stations >= 8 && stable_for >= 5_000 {
+                status = EventStatus::Tracking;
+            }
+            // Decayed: every station a unit below its peak, or back near the floor of the scale.
+            let decayed = event.active().all(|m| {
+                self.latest[m.station].is_none_or(|v| v <= (m.peak - 1.0).max(DECAYED_LEVEL))
+            });
+            if status == EventStatus::Tracking
+                && now_ms - event.last_new_station_ms >= self.config.finalize_after_ms
+                && decayed
+            {
+                return self.close(index, now_ms, Some(EventStatus::Finalized));
+            }
+        }
+        self.events[index].status = status;
+        self.solution(index, now_ms, false)
+    }
+
+    /// Whether a candidate's latest solution may be published: located from at least three picks over two
+    /// frames that agree within [`PUBLISH_RMS_S`], not at the depth cap of so few picks, converged (two
+    /// successive locations agree) or shallow from five picks, and plausible to the whole neighbourhood
+    /// ([`crate::consistency`]).
+    pub(super) fn publishable(&self, index: usize, now_ms: i64) -> bool {
+        let event = &self.events[index];
+        let Some(h) = &event.last else {
+            return false;
+        };
+        let used = h.used.iter().filter(|u| **u).count();
+        let used_stations: Vec<&StationPosition> = event
+            .located
+            .iter()
+            .zip(&h.used)
+            .filter(|(_, used)| **used)
+            .map(|(&i, _)| &self.positions[event.members[i].station])
+            .collect();
+        // The model errs more on long paths (a deep or distant quake's picks): the rms allowed grows with them.
+        let mean_travel = used_stations
+            .iter()
+            .map(|p| {
+                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                self.config.travel_times.p(d, h.depth_km)
+            })
+            .sum::<f64>()
+            / used_stations.len().max(1) as f64;
+        let nearest_pick = used_stations
+            .iter()
+            .map(|p| distance_km(h.latitude, h.longitude, p.latitude, p.longitude))
+            .fold(f64::INFINITY, f64::min);
+        // Seen from one side, a few picks fit a wide arc of epicentres: more are needed.
+        let gap = azimuth_gap(
+            used_stations
+                .iter()
+                .map(|p| azimuth_degrees(h.latitude, h.longitude, p.latitude, p.longitude)),
+        );
+        let needed = match gap {
+            g if g <= 180.0 => 3,
+            g if g <= 270.0 => 5,
+            _ => 7,
+        };
+        // Seen from one side and from afar, the picks fit a wide arc of epicentres: the solution must have
+        // stopped moving (a distant quake's wavefront drags it outward with every new pick).
+        let one_sided = gap > 270.0 && nearest_pick > ONE_SIDED_KM;
+        // The grid has converged when the last two locations agree (three, seen from one side).
+        let agreeing = if one_sided { 3 } else { 2 };
+        let converged = event.positions.len() >= agreeing
+            && event.positions[event.positions.len() - agreeing..]
+                .windows(2)
+                .all(|pair| {
+                    let ((_, lat0, lon0, depth0), (_, lat1, lon1, depth1)) = (pair[0], pair[1]);
+                    distance_km(lat0, lon0, lat1, lon1) <= 10.0
+                        && (depth0 - depth1).abs() <= (0.1 * depth1).max(20.0)
+                });
+        // Picks all within a second or so (no moveout) fit a source deep below them as well as a burst on a
+        // few neighbouring stations: the stations around them must have had time to show which it is.
+        let picked: Vec<i64> = event
+            .located
+            .iter()
+            .zip(&h.used)
+            .filter(|(_, used)| **used)
+            .map(|(&i, _)| event.members[i].pick_ms)
+            .collect();
+        let (first_pick, last_pick) = (
+            picked.iter().copied().min().unwrap_or(now_ms),
+            picked.iter().copied().max().unwrap_or(now_ms),
+        );
+        let waited =
+            last_pick - first_pick >= NO_MOVEOUT_MS || now_ms - last_pick >= NO_MOVEOUT_WAIT_MS;
+        let basics = waited
+            && used >= needed
+            && event.frames >= 2
+            && h.rms_seconds <= PUBLISH_RMS_S + RMS_PER_TRAVEL * mean_travel
+            // A depth at the cap of few picks is the cap talking, not the picks.
+            && (h.depth_fixed || h.depth_km < h.depth_cap - 0.5)
+            && (converged || (!one_sided && used >= 5 && h.depth_km <= SHALLOW_KM))
+            // Outside the network the picks fix no epicentre: on the search's edge, or far from every pick.
+            && !h.at_edge
+            && nearest_pick <= COVERAGE_KM.max(h.depth_km);
+        if !basics {
+            return false;
+        }
+        // Too small to tell from a burst on a few stations, and below what the service publishes. (A deep
+        // solution needs picks spread wide instead, see `depth_cap`, and its weak shaking may give no
+        // magnitude for a while.)
+        let magnitude = self
+            .magnitude_estimate(event, h, now_ms, true)
+            .map(|m| m.mw);
+        if h.depth_km <= SHALLOW_KM && magnitude.is_none_or(|m| m < MIN_PUBLISHED_MW) {
+            return false;
+        }
+        let mut claimed = vec![false; self.stations.len()];
+        for other in self.events.iter().filter(|e| !e.done) {
+            let located = other.last.is_some() && other.p_picks() >= 3;
+            if std::ptr::eq(other, event) || located {
+                for m in &other.members {
+                    claimed[m.station] = true;
+                }
+            }
+        }
+        let members: Vec<(usize, f64)> = event.active().map(|m| (m.station, m.peak)).collect();
+        let candidate = crate::consistency::Candidate {
+            latitude: h.latitude,
+            longitude: h.longitude,
+            depth_km: h.depth_km,
+            origin: h.origin,
+            magnitude,
+            members: &members,
+        };
+        let around = crate::consistency::Neighbourhood {
+            stations: &self.positions,
+            levels: &self.levels,
+            claimed: &claimed,
+            model: &self.config.travel_times,
+            window: p_window,
+            margin: level_margin,
+        };
+        crate::consistency::check(&candidate, &around, now_ms as f64 / 1000.0)
+            .plausible(members.len())
+    }
+
+    /// Labels every member P or later phase by the latest location (a young event's stay P).
+    pub(super) fn classify(&mut self, index: usize) {
+        let positions = &self.positions;
+        let event = &mut self.events[index];
+        let Some(h) = &event.last else { return };
+        if event.members.len() < MATURE_PICKS {
+            return;
+        }
+        for member in &mut event.members {
+            let p = &positions[member.station];
+            let tp = self.config.travel_times.p(
+                distance_km(h.latitude, h.longitude, p.latitude, p.longitude),
+                h.depth_km,
+            );
+            let off = member.pick_ms as f64 / 1000.0 - (h.origin + tp);
+            member.phase = if is_p(off, tp) {
+                Phase::P
+            } else {
+                Phase::Later
+            };
+        }
+    }
+}

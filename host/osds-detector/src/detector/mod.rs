@@ -1,0 +1,395 @@
+//! The detector: frames in, solutions out. Its stages are `association` (which event a triggered station
+//! belongs to), `events` (the lifecycle, and when an event may be published) and `solution` (location,
+//! magnitude, the solution handed to the shaper); the types and tolerances they share are here.
+//!
+//! Each frame goes through the trigger. A triggered station is first offered to the events that are already
+//! located: one whose predicted P arrival at that station explains the pick takes it as a P pick, however far
+//! away the station is; one whose waves are passing the station (between its P arrival and the end of its S
+//! coda) and whose magnitude explains the station's level takes it as a later-phase member, evidence that is
+//! not located with. Recently closed events explain triggers the same way, and those are dropped. Only what no
+//! event explains joins a cluster next to it or starts a new one, and a cluster whose stations another event's
+//! waves explain is absorbed, never published: a large quake's wavefront crossing the country is one event.
+//!
+//! The tolerances are those of a model that is wrong by a second or two and an intensity unit, more far away
+//! (another Earth's travel times, station delays, emergent onsets, another attenuation relation). A cluster is
+//! published only when it is located from picks on more than one side (or has stopped moving), inside the
+//! network, big enough to be told from a burst on a few stations (M 3.0), and plausible to its whole
+//! neighbourhood: no station around it that its waves should have reached stays silent, and none shakes sooner
+//! or harder than it explains ([`crate::consistency`]) — a distant great quake's wavefront fits a local source
+//! on its first stations and fails there.
+//!
+//! An event keeps every pick it was ever given. Memberships expire by the peak the station reached (that
+//! decides when an event is over), but a pick stays evidence, so an event is never relocated from a depleted
+//! or late set of stations, and its final report is its best solution: the latest location from all its
+//! P picks, not a new one. Events move through the lifecycle (`candidate` → `preliminary` → `tracking` →
+//! `finalized`, or `retracted`, or `interrupted` on a frame gap) and yield a solution for the shaper when
+//! something a consumer cares about changed. Nothing is invented: an event cut off by a gap ends
+//! `interrupted`, never with a made-up final report.
+
+use crate::geo::{azimuth_degrees, distance_km};
+use crate::locate::{Hypocentre, Pick, Quiet, locate_near, residuals};
+use crate::magnitude::{PeakAtStation, Wave, estimate, predicted_intensity};
+use crate::traveltime::{Model, hypocentral_km};
+use crate::trigger::{StationPosition, Trigger};
+use hyp_core::{
+    EventStatus, Hypocentre as SolutionHypocentre, MagnitudeEstimate, Solution, StationPick,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+mod association;
+mod events;
+mod solution;
+
+/// A trigger next to a cluster's stations (within this distance of one) joins it when no located event
+/// explains it.
+const CLUSTER_KM: f64 = 60.0;
+/// An event with fewer P picks than this is young: its location may still move, so a trigger next to its
+/// stations joins it even when its travel times do not explain the pick yet.
+const MATURE_PICKS: usize = 8;
+/// A location uses at most this many P picks: the nearest `LOCATE_NEAR` to the previous solution, and the
+/// rest spread over the distances out to `SPREAD_KM`.
+const LOCATE_PICKS: usize = 40;
+const LOCATE_NEAR: usize = 25;
+const SPREAD_KM: f64 = 600.0;
+/// A closed event's waves still explain triggers for this long.
+const AFTERMATH_MS: i64 = 240_000;
+/// Two located clusters this close, with origin times this close, are one quake located twice.
+const SAME_QUAKE_KM: f64 = 100.0;
+const SAME_QUAKE_S: f64 = 10.0;
+/// Beyond this distance from an event, a member shaking more than the event explains is let go, free to
+/// trigger for another quake.
+const RELEASE_KM: f64 = 100.0;
+/// New stations farther than this from an event keep it open no longer: its wavefront crossing the country
+/// is not new evidence about it.
+const NEW_STATION_KM: f64 = 300.0;
+/// A cluster is published only when its picks agree with one another this well (rms, seconds), and this much
+/// more per second of the picks' mean travel time.
+const PUBLISH_RMS_S: f64 = 1.0;
+const RMS_PER_TRAVEL: f64 = 0.01;
+/// A shallow solution from five picks or more is published without waiting for a second location to agree;
+/// a deeper one waits (a one-sided network can fit a shallow offshore quake with a deep one at first).
+const SHALLOW_KM: f64 = 150.0;
+/// A solution is published only with a used pick within this distance of its epicentre (or its depth, for
+/// a deep one): farther outside the network the picks fix no epicentre.
+const COVERAGE_KM: f64 = 150.0;
+/// Picks spread over less than this show no moveout…
+const NO_MOVEOUT_MS: i64 = 1_500;
+/// …and such a cluster waits this long after its last pick for its neighbourhood to show what it is.
+const NO_MOVEOUT_WAIT_MS: i64 = 4_000;
+/// A solution whose picks all lie on one side and this far away is seen from afar.
+const ONE_SIDED_KM: f64 = 50.0;
+/// The smallest magnitude published: smaller events shake too few stations too weakly to be told from a
+/// disturbance on a few neighbouring stations.
+const MIN_PUBLISHED_MW: f64 = 3.0;
+/// A member stays at least this long after its predicted S arrival, whatever its peak so far.
+const S_STAY_S: f64 = 10.0;
+/// A station at or below this intensity has stopped shaking, whatever its peak.
+const DECAYED_LEVEL: f64 = -1.0;
+/// Silent stations this close to an event's centre count against trial points that would have reached them.
+const SILENT_STATION_KM: f64 = 200.0;
+
+/// How far a pick may sit before and after a predicted P arrival `travel` seconds after the origin and still
+/// be that P arrival: the 1-second frames; station delays and a travel-time model that err by seconds far
+/// away (3-D structure, a different Earth than the table's); and, late only, emergent onsets that reach the
+/// trigger's rise a few seconds after they begin.
+fn p_window(travel: f64) -> (f64, f64) {
+    (2.0 + 0.03 * travel, 3.0 + 0.03 * travel)
+}
+
+/// Whether a pick `off` seconds after a predicted P arrival `travel` seconds after the origin is that arrival.
+fn is_p(off: f64, travel: f64) -> bool {
+    let (early, late) = p_window(travel);
+    (-early..=late).contains(&off)
+}
+
+/// Seconds the fault of an event of `mw` takes to break (Utsu's length at 2.5 km/s).
+fn rupture_seconds(mw: f64) -> f64 {
+    10f64.powf(0.5 * mw - 1.85) / 2.5
+}
+
+/// Seconds after the predicted S arrival that still count as an event's shaking at a station: the S wave's
+/// build-up and coda, and a large event's fault still breaking.
+fn coda_seconds(s_travel: f64, mw: Option<f64>) -> f64 {
+    10.0 + 0.15 * s_travel + mw.map_or(0.0, rupture_seconds)
+}
+
+/// How much more a station `d` km from an event may shake than the event's magnitude predicts there and still
+/// be that event's: the attenuation relation's own error (about an intensity unit near the source) and the
+/// spread between published relations, which grows with distance.
+fn level_margin(d: f64) -> f64 {
+    (1.5 + d / 500.0).min(3.0)
+}
+
+/// A solution to report, with the event-level peaks of its stations (station, peak intensity, observed at).
+#[derive(Debug, Clone)]
+pub struct Detection {
+    pub solution: Solution,
+    pub peaks: Vec<(Station, f64, i64)>,
+}
+
+/// A station of the network.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Station {
+    pub code: String,
+    pub name: Option<String>,
+    pub latitude: f64,
+    pub longitude: f64,
+}
+
+/// Settings of the detector (the defaults are the chosen parameters).
+#[derive(Debug, Clone)]
+pub struct DetectorConfig {
+    /// Travel times of P and S (the shipped JMA2001 table unless an operator chose another).
+    pub travel_times: Arc<Model>,
+    /// A gap between frames longer than this interrupts every open event.
+    pub gap_ms: i64,
+    /// A tracked event without a new station for this long, and with its peaks decayed, is finalized.
+    pub finalize_after_ms: i64,
+}
+
+impl Default for DetectorConfig {
+    fn default() -> Self {
+        DetectorConfig {
+            travel_times: Arc::new(Model::jma2001()),
+            gap_ms: 10_000,
+            finalize_after_ms: 30_000,
+        }
+    }
+}
+
+/// `osds-hyp/3:` and a hash of the parameters that decide results, then the tables by name and digest
+/// (`tt=` travel times, `st=` stations), so a change of any shows in every report and in `/hyp/status`.
+pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> String {
+    use sha2::{Digest, Sha256};
+    let parameters = "trigger rise 1.1/10s by observation time, neighbours 15 within 60 km rising 0.5 \
+         min(n,max(n/3,4)), lone 2, re-armed after 3 s calm; stuck >=3 with neighbours 3 lower; expiry \
+         10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %), P coda \
+         for the rupture's duration, S..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
+         cluster 60 km, young < 8 picks; release beyond 100 km above that level; aftermath 240 s; same quake \
+         100 km 10 s; new stations within 300 km keep an event open; grid 0.4/0.1/0.04 deg within 2 deg, \
+         weights floor 20 km, depth 10 fixed <3, cap 130 <5, 150 <8, else 700, and at most 4x the picks' \
+         aperture (60 km floor); 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < \
+         20 picks, cap 2 s; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
+         not at the cap or the search's edge, a pick within 150 km (or the depth), 2 agreeing locations (3 \
+         one-sided), or >= 5 picks shallow, picks spread >= 1.5 s or 4 s after the last, M >= 3.0 above 150 \
+         km, the neighbourhood test (300 km, margin 0.8, silent <= max(1, expected/3) and <= max(2, \
+         tested/4), unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
+         I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
+         only for M >= 3 before publication); \
+         nearest 30; tracking >=8 stations stable 10 km 5 s; final = best solution";
+    let mut table = Sha256::new();
+    for s in stations {
+        table.update(format!("{},{},{};", s.code, s.latitude, s.longitude).as_bytes());
+    }
+    let digest = Sha256::digest(parameters.as_bytes());
+    format!(
+        "osds-hyp/3:{};tt={};st={}",
+        hex::encode(&digest[..6]),
+        travel_times.tag(),
+        hex::encode(&table.finalize()[..6])
+    )
+}
+
+/// The largest gap (degrees) between azimuths, the gap across north included; 360 for fewer than two.
+fn azimuth_gap(azimuths: impl Iterator<Item = f64>) -> f64 {
+    let mut azimuths: Vec<f64> = azimuths.collect();
+    if azimuths.len() < 2 {
+        return 360.0;
+    }
+    azimuths.sort_by(f64::total_cmp);
+    let wrap = azimuths[0] + 360.0 - azimuths[azimuths.len() - 1];
+    azimuths
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .fold(wrap, f64::max)
+}
+
+/// Which wave a member's pick is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The P arrival: located with.
+    P,
+    /// A later part of the event's shaking (an S onset, its coda): evidence and magnitude, not location.
+    Later,
+}
+
+#[derive(Debug, Clone)]
+struct Member {
+    station: usize,
+    pick_ms: i64,
+    phase: Phase,
+    peak: f64,
+    peak_at_ms: i64,
+    expires_ms: i64,
+    /// Still a member: its membership has not expired. An expired member's pick stays evidence.
+    active: bool,
+}
+
+/// Membership lasts longer the stronger the station shook.
+fn membership_ms(peak: f64) -> i64 {
+    match peak {
+        p if p > 4.5 => 90_000,
+        p if p > 2.5 => 60_000,
+        p if p > 0.5 => 30_000,
+        p if p > -1.0 => 15_000,
+        _ => 10_000,
+    }
+}
+
+/// The latest magnitude: value, uncertainty, stations, when, which estimate.
+#[derive(Debug, Clone, Copy)]
+struct Magnitude {
+    value: f64,
+    uncertainty: f64,
+    stations: usize,
+    at_ms: i64,
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone)]
+struct Event {
+    id: String,
+    first_at_ms: i64,
+    /// Every station ever associated, in the order they came.
+    members: Vec<Member>,
+    status: EventStatus,
+    reports: u32,
+    frames: u32,
+    last_new_station_ms: i64,
+    positions: Vec<(i64, f64, f64, f64)>,
+    stable_since_ms: Option<i64>,
+    magnitude: Option<Magnitude>,
+    /// The latest location (its residuals and `used` flags follow `located`).
+    last: Option<Hypocentre>,
+    /// Indices of the members the latest location used as picks.
+    located: Vec<usize>,
+    /// How many P picks the event had at its latest location: a new location is due when more came.
+    located_p_picks: usize,
+    /// What the last report said, to report only changes.
+    last_reported: Option<ReportKey>,
+    done: bool,
+}
+
+/// What a consumer cares about in a report: status, stations located with, magnitude, position (0.1°).
+type ReportKey = (EventStatus, usize, Option<i64>, i64, i64);
+
+/// What an event predicts at a station: its waves' arrival windows and the level of its shaking.
+struct Prediction<'a> {
+    h: &'a Hypocentre,
+    magnitude: Option<f64>,
+}
+
+/// A closed event whose waves may still be passing.
+#[derive(Debug, Clone)]
+struct Aftermath {
+    h: Hypocentre,
+    magnitude: Option<f64>,
+    until_ms: i64,
+}
+
+pub struct Detector {
+    stations: Vec<Station>,
+    positions: Vec<StationPosition>,
+    trigger: Trigger,
+    events: Vec<Event>,
+    config: DetectorConfig,
+    algorithm: String,
+    last_frame_ms: Option<i64>,
+    latest: Vec<Option<f64>>,
+    next_sequence: usize,
+    aftermaths: Vec<Aftermath>,
+    levels: crate::consistency::Levels,
+}
+
+impl Detector {
+    pub fn new(stations: Vec<Station>, config: DetectorConfig) -> Detector {
+        let positions: Vec<StationPosition> = stations
+            .iter()
+            .map(|s| StationPosition {
+                latitude: s.latitude,
+                longitude: s.longitude,
+            })
+            .collect();
+        Detector {
+            trigger: Trigger::new(&positions),
+            latest: vec![None; stations.len()],
+            levels: crate::consistency::Levels::new(stations.len()),
+            algorithm: algorithm_fingerprint(&stations, &config.travel_times),
+            stations,
+            positions,
+            events: Vec::new(),
+            config,
+            last_frame_ms: None,
+            next_sequence: 1,
+            aftermaths: Vec::new(),
+        }
+    }
+
+    pub fn algorithm(&self) -> &str {
+        &self.algorithm
+    }
+
+    /// Open events and how many stations each has now, for the detector's state.
+    pub fn open_events(&self) -> Vec<(String, EventStatus, usize)> {
+        self.events
+            .iter()
+            .filter(|e| !e.done)
+            .map(|e| (e.id.clone(), e.status, e.active().count()))
+            .collect()
+    }
+
+    /// Takes the frame observed at `at_ms` (one value or no data per station) and returns the solutions to
+    /// report, in order.
+    pub fn step(&mut self, at_ms: i64, values: &[Option<f64>]) -> Vec<Detection> {
+        let mut out = Vec::new();
+        if let Some(last) = self.last_frame_ms
+            && at_ms - last > self.config.gap_ms
+        {
+            out.extend(self.interrupt_all(last));
+            self.trigger.forget_history();
+        }
+        self.last_frame_ms = Some(at_ms);
+        self.latest = values.to_vec();
+        self.levels.step(at_ms, values);
+
+        self.aftermaths.retain(|a| a.until_ms > at_ms);
+        for fired in self.trigger.step(at_ms, values) {
+            let pick_ms = fired.onset_ms - 500;
+            self.associate(fired.station, pick_ms, at_ms);
+        }
+        self.merge_events(at_ms);
+        for index in 0..self.events.len() {
+            if self.events[index].done {
+                continue;
+            }
+            if let Some(solution) = self.update(index, at_ms) {
+                out.push(solution);
+            }
+        }
+        self.events.retain(|e| !e.done);
+        out
+    }
+
+    /// No frame for `at_ms`: when the last one is older than the gap limit, the open events end
+    /// `interrupted` (frames stopped), without waiting for the next frame.
+    pub fn silent(&mut self, at_ms: i64) -> Vec<Detection> {
+        match self.last_frame_ms {
+            Some(last) if at_ms - last > self.config.gap_ms && !self.events.is_empty() => {
+                self.stop()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The frames stop for good (the source ended, the service stops): every reported event still open ends
+    /// `interrupted` at the last frame; nothing is finalized that was not.
+    pub fn stop(&mut self) -> Vec<Detection> {
+        let Some(last) = self.last_frame_ms else {
+            return Vec::new();
+        };
+        let out = self.interrupt_all(last);
+        self.events.retain(|e| !e.done);
+        out
+    }
+}
