@@ -603,15 +603,9 @@ async fn a_full_disk_holds_frames_in_order_until_there_is_room_and_sigterm_still
     assert_eq!(failing["healthy"], false);
     assert_eq!(failing["writes"]["failure"]["code"], "disk_full");
     let root = server.base.trim_end_matches("/api/v1");
+    // Reads still work: the process stays in its load balancer (/status and the metrics say the rest).
     let readyz = reqwest::get(format!("{root}/readyz")).await.unwrap();
-    assert_eq!(readyz.status(), 503);
-    let reasons = readyz.json::<Value>().await.unwrap()["reasons"].clone();
-    assert!(
-        reasons
-            .to_string()
-            .contains("archive_not_writable:disk_full"),
-        "{reasons}"
-    );
+    assert_eq!(readyz.status(), 200);
     for revision in 2..=3 {
         assert_eq!(
             relay

@@ -1,7 +1,8 @@
 //! `/livez` and `/readyz`, for load balancers and orchestrators: outside `/api/v1`, the rate and connection
-//! limits and the caches. Liveness is the process answering; readiness is the archive's database answering a
-//! read, the archive taking writes and every archived channel having an upstream socket connected (unless the
-//! service does not ingest).
+//! limits and the caches. Liveness is the process answering; readiness is "can serve reads": the archive's
+//! database answers a read and the service is not stopping. Ingestion's health (a channel without a socket,
+//! an archive that cannot be written) does not take a process out of its load balancer, whose reads all still
+//! work: `/api/v1/status` and the metrics say it.
 
 use crate::state::AppState;
 use axum::Json;
@@ -37,24 +38,11 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     no_store((status, Json(json!({ "ready": ready, "reasons": reasons }))).into_response())
 }
 
-/// Why the service should not get traffic now, each `code` or `code:subject`.
+/// Why the service should not get traffic now, besides its database (each a code).
 fn not_ready(state: &AppState) -> Vec<String> {
     let mut reasons = Vec::new();
     if *state.shutdown.borrow() {
         reasons.push("stopping".to_string());
-    }
-    if let Some(failure) = state.writes.health().failure {
-        reasons.push(format!("archive_not_writable:{}", failure.code));
-    }
-    if state.ingesting {
-        reasons.extend(
-            state
-                .upstream
-                .source_states()
-                .into_iter()
-                .filter(|s| !s.connected)
-                .map(|s| format!("source_down:{}", s.source)),
-        );
     }
     reasons
 }

@@ -20,8 +20,6 @@ pub struct AppState {
     pub decoders: SharedDecoders,
     /// The commit horizon published by the archive writer.
     pub high_water: watch::Receiver<i64>,
-    /// Whether the service ingests from the relay (`/readyz` then asks for connected channels).
-    pub ingesting: bool,
     /// Whether the archive writes, and the received frames waiting for it.
     pub writes: WriteMonitor,
     pub live_config: LiveConfig,

@@ -345,7 +345,6 @@ impl Service {
             upstream: board.clone(),
             decoders,
             high_water: writer_task.high_water(),
-            ingesting: ingester.is_some(),
             writes: writer_task.monitor(),
             live_config: live,
             shutdown,
