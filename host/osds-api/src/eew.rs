@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::NaiveDate;
 use osds_store::{DeliveryId, EventFilter};
-use osds_time::{beijing_day_start_ms, now_rfc3339};
+use osds_time::{beijing_day_start_ms, now_ms, now_rfc3339, rfc3339_ms};
 use sha2::{Digest, Sha256};
 
 pub fn routes() -> Router<AppState> {
@@ -86,13 +86,20 @@ fn date_param(params: &mut Params, name: &str) -> Result<Option<NaiveDate>, ApiE
     }
 }
 
+/// `/status` lists the ingesters that run, and those that stopped within this long (a day): a rolling deploy
+/// that names each process anew does not grow the list for ever.
+const INGESTERS_SEEN_WITHIN_MS: i64 = 24 * 3_600_000;
+
 async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
     no_params(query)?;
     let archive = state.store.archive_counts().await?;
     let sessions = state.store.recent_sessions(20).await?;
     let outages = state.store.outages(50).await?;
     let open_outages = state.store.open_outages().await?;
-    let ingesters = state.store.ingesters().await?;
+    let ingesters = state
+        .store
+        .ingesters(&rfc3339_ms(now_ms() - INGESTERS_SEEN_WITHIN_MS))
+        .await?;
     let sources: Vec<SourceStatus> = state
         .upstream
         .source_states()

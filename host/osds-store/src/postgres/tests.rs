@@ -841,3 +841,43 @@ fn lost(path: &str) -> OutageReason {
         reason: Some(EndReason::ClosedByUpstream),
     }
 }
+
+/// `/status`'s list: ingesters that run, and those seen within the window; one gone for two days is left out.
+#[tokio::test]
+async fn only_running_and_recently_seen_ingesters_are_listed() {
+    let cluster = Cluster::start("seen");
+    let url = cluster.database("osds").await;
+    for stopped in ["gone", "lately"] {
+        let mut writer = ingester(&url, stopped).await.unwrap();
+        writer.mark_alive().await.unwrap();
+        writer.close().await.unwrap();
+    }
+    let _running = ingester(&url, "running").await.unwrap();
+    let store = open_store(&url).await.unwrap();
+    let two_days_ago = osds_time::rfc3339_ms(osds_time::now_ms() - 48 * 3_600_000);
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    for table in [
+        "UPDATE liveness SET alive_at = $1 WHERE ingester = 'gone'",
+        "UPDATE ingesters SET first_seen_at = $1 WHERE name IN ('gone', 'running')",
+    ] {
+        sqlx::query(table)
+            .bind(&two_days_ago)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let a_day_ago = osds_time::rfc3339_ms(osds_time::now_ms() - 24 * 3_600_000);
+    let listed: Vec<(String, bool)> = store
+        .ingesters(&a_day_ago)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| (i.name, i.running))
+        .collect();
+    assert_eq!(
+        listed,
+        [("lately".to_string(), false), ("running".to_string(), true)]
+    );
+    let everyone = store.ingesters("0000").await.unwrap();
+    assert_eq!(everyone.len(), 3);
+}

@@ -106,19 +106,22 @@ impl Store {
             .await
     }
 
-    /// The ingesters that have archived into a PostgreSQL archive, by name, with what each has now; none on
-    /// SQLite (the process serving it is its one ingester).
-    pub async fn ingesters(&self) -> anyhow::Result<Vec<IngesterRow>> {
+    /// The ingesters of a PostgreSQL archive that run now or were last alive (or first seen) at or after
+    /// `seen_since` (RFC 3339), by name, with what each has now: not every name a rolling deploy ever used.
+    /// None on SQLite (the process serving it is its one ingester).
+    pub async fn ingesters(&self, seen_since: &str) -> anyhow::Result<Vec<IngesterRow>> {
         if !self.db.is_postgres() {
             return Ok(Vec::new());
         }
-        let query = Statements::one(&format!(
-            "SELECT i.name, CASE WHEN {} THEN 1::bigint ELSE 0 END AS running, \
+        let runs = crate::db::ingester_runs("i.number");
+        let mut query = Statements::one(&format!(
+            "SELECT i.name, CASE WHEN {runs} THEN 1::bigint ELSE 0 END AS running, \
              COALESCE((SELECT string_agg(h.source, ',' ORDER BY h.source) FROM channel_holders h \
              WHERE h.ingester = i.number), '') AS channels \
-             FROM ingesters i ORDER BY i.name",
-            crate::db::ingester_runs("i.number")
+             FROM ingesters i LEFT JOIN liveness l ON l.ingester = i.name \
+             WHERE {runs} OR COALESCE(l.alive_at, i.first_seen_at) >= ? ORDER BY i.name"
         ));
+        query.bind(seen_since);
         let mut ingesters = self
             .db
             .rows(query, |r| IngesterRow {
