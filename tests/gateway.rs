@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use support::live::ws_url;
-use support::{Server, eventually, get_json, start_connected, start_server};
+use support::{Server, eventually, get_json, osds, start_connected, start_server};
 
 const LIMITS: [&str; 6] = [
     "--rate-limit-burst",
@@ -296,7 +296,7 @@ async fn a_trusted_proxy_forwards_the_client_address() {
             "--rate-limit-burst",
             "5",
             "--rate-limit-per-sec",
-            "0.1",
+            "0.0001",
         ],
     )
     .await;
@@ -315,6 +315,55 @@ async fn a_trusted_proxy_forwards_the_client_address() {
         get("203.0.113.2").await,
         StatusCode::OK,
         "another client has its own bucket"
+    );
+}
+
+/// A load balancer comes as a network: `--trusted-proxy 127.0.0.0/8` trusts the peer and every hop of the
+/// forwarded chain inside it, and a malformed value stops the service with the value named.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trusted_network_forwards_the_client_address() {
+    let (_relay, server) = start_connected(
+        RelayConfig::default(),
+        &[
+            "--trusted-proxy",
+            "192.0.2.0/24,127.0.0.0/8",
+            "--rate-limit-burst",
+            "3",
+            "--rate-limit-per-sec",
+            "0.0001",
+        ],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let get = |chain: &'static str| {
+        let request = client
+            .get(server.url("/reports?limit=1"))
+            .header("X-Forwarded-For", chain);
+        async move { request.send().await.unwrap().status() }
+    };
+    // The same client behind different hops of the network: one bucket.
+    for chain in [
+        "203.0.113.1",
+        "203.0.113.1, 127.0.0.5",
+        "203.0.113.1, 192.0.2.9",
+    ] {
+        assert_eq!(get(chain).await, StatusCode::OK, "{chain}");
+    }
+    assert_eq!(
+        get("203.0.113.1, 127.8.8.8").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(get("203.0.113.2, 127.0.0.5").await, StatusCode::OK);
+
+    let refused = osds()
+        .args(["serve", "--trusted-proxy", "10.0.0.0/33"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("`10.0.0.0/33` is neither an IP address nor a network"),
+        "{stderr}"
     );
 }
 

@@ -5,7 +5,7 @@
 //! long), and after the stop signal lets the connections finish what they are doing.
 
 use crate::error::ErrorCode;
-use crate::gateway::ClientKey;
+use crate::gateway::{ClientKey, TrustedProxies};
 use crate::listener::Listener;
 use crate::parse_errors::ErrorBodies;
 use axum::Router;
@@ -32,7 +32,7 @@ pub struct ConnectionLimits {
     /// for them is closed.
     pub header_read_timeout: Duration,
     /// Peers that forward many clients' requests: their connections are not capped.
-    pub trusted_proxies: Vec<IpAddr>,
+    pub trusted_proxies: TrustedProxies,
     /// IPv6 clients are counted by this many leading bits of their address (as the gateway counts them).
     pub ipv6_prefix_len: u8,
 }
@@ -42,7 +42,7 @@ impl Default for ConnectionLimits {
         ConnectionLimits {
             open_per_client: 64,
             header_read_timeout: Duration::from_secs(30),
-            trusted_proxies: Vec::new(),
+            trusted_proxies: TrustedProxies::default(),
             ipv6_prefix_len: crate::gateway::DEFAULT_IPV6_PREFIX_LEN,
         }
     }

@@ -15,12 +15,40 @@ pub use limits::{
     limits,
 };
 
+pub use ipnet::IpNet;
 use limits::Limiter;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// The reverse proxies and load balancers in front of the service, whose `X-Forwarded-For` names the client
+/// and whose connections are not counted as a client's: addresses and networks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<IpNet>);
+
+impl TrustedProxies {
+    pub fn new(networks: Vec<IpNet>) -> TrustedProxies {
+        TrustedProxies(networks)
+    }
+
+    /// Whether `ip` is one of them (an IPv4-mapped IPv6 address as the IPv4 one).
+    pub fn contains(&self, ip: &IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|network| network.contains(&ip))
+    }
+}
+
+/// A `--trusted-proxy` value: an address (`10.0.0.7`, `::1`) or a network in CIDR form (`10.0.0.0/8`,
+/// `fd00::/8`), as load balancers and ingress controllers come.
+pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map(|network| network.trunc())
+        .map_err(|_| format!("`{text}` is neither an IP address nor a network (e.g. 10.0.0.0/8)"))
+}
 
 /// Limits and addresses of the entrance (the spec's values are the defaults).
 #[derive(Debug, Clone)]
@@ -32,7 +60,7 @@ pub struct GatewayConfig {
     /// Requests in progress per client address, live streams included.
     pub max_connections: usize,
     /// Peers whose `X-Forwarded-For` names the client.
-    pub trusted_proxies: Vec<IpAddr>,
+    pub trusted_proxies: TrustedProxies,
     /// IPv6 clients are counted by this many leading bits of their address (see [`ClientKey`]).
     pub ipv6_prefix_len: u8,
     /// `Host` values of the retired entrance, answered with 410.
@@ -49,7 +77,7 @@ impl Default for GatewayConfig {
             rate_per_second: 10.0,
             burst: 80.0,
             max_connections: 20,
-            trusted_proxies: Vec::new(),
+            trusted_proxies: TrustedProxies::default(),
             ipv6_prefix_len: DEFAULT_IPV6_PREFIX_LEN,
             legacy_hosts: Vec::new(),
             public_base_url: "/api/v1".into(),

@@ -122,7 +122,7 @@ fn gateway(config: GatewayConfig) -> Arc<Gateway> {
 fn forwarded_address_counts_only_behind_a_trusted_proxy() {
     let proxy: IpAddr = "10.1.1.1".parse().unwrap();
     let g = gateway(GatewayConfig {
-        trusted_proxies: vec![proxy],
+        trusted_proxies: TrustedProxies::new(vec![proxy.into()]),
         ..Default::default()
     });
     let mut headers = HeaderMap::new();
@@ -165,4 +165,49 @@ fn weak_comparison_of_etags() {
     ));
     assert!(etag_matches(&HeaderValue::from_static("*"), &etag));
     assert!(!etag_matches(&HeaderValue::from_static("\"abd\""), &etag));
+}
+
+#[test]
+fn a_trusted_proxy_is_an_address_or_a_network() {
+    let parse = |text: &str| parse_trusted_proxy(text).map(|n| n.to_string());
+    assert_eq!(parse("10.0.0.7").unwrap(), "10.0.0.7/32");
+    assert_eq!(parse(" 10.1.2.3/8 ").unwrap(), "10.0.0.0/8");
+    assert_eq!(parse("fd00::/8").unwrap(), "fd00::/8");
+    assert_eq!(parse("::1").unwrap(), "::1/128");
+    for bad in ["", "10.0.0.0/33", "ten", "10.0.0.0/", "example.org"] {
+        let error = parse(bad).unwrap_err();
+        assert!(
+            error.contains("neither an IP address nor a network"),
+            "{bad}: {error}"
+        );
+    }
+    let proxies = TrustedProxies::new(vec![
+        parse_trusted_proxy("10.0.0.0/8").unwrap(),
+        parse_trusted_proxy("2001:db8::1").unwrap(),
+    ]);
+    let contains = |ip: &str| proxies.contains(&ip.parse().unwrap());
+    assert!(contains("10.200.3.4") && contains("::ffff:10.0.0.9") && contains("2001:db8::1"));
+    assert!(!contains("11.0.0.1") && !contains("2001:db8::2"));
+}
+
+/// Behind a load balancer that is a network, each address of it counts as a proxy, in the peer and along the
+/// forwarded chain; the nearest address outside it is the client.
+#[test]
+fn forwarded_address_counts_behind_a_trusted_network() {
+    let g = gateway(GatewayConfig {
+        trusted_proxies: TrustedProxies::new(vec![parse_trusted_proxy("10.0.0.0/8").unwrap()]),
+        ..Default::default()
+    });
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "x-forwarded-for",
+        HeaderValue::from_static("198.51.100.1, 203.0.113.9, 10.2.0.1"),
+    );
+    let peer: IpAddr = "10.9.9.9".parse().unwrap();
+    assert_eq!(
+        g.client_ip(peer, &headers),
+        "203.0.113.9".parse::<IpAddr>().unwrap()
+    );
+    let outside: IpAddr = "192.0.2.1".parse().unwrap();
+    assert_eq!(g.client_ip(outside, &headers), outside);
 }

@@ -101,14 +101,16 @@ pub struct ServeArgs {
     /// Requests in progress per client address, live streams and WebSockets included.
     #[arg(long, env = "OSDS_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 20)]
     pub max_connections_per_client: usize,
-    /// A reverse proxy whose `X-Forwarded-For` names the client (repeatable, or comma-separated).
+    /// A reverse proxy or load balancer whose `X-Forwarded-For` names the client: an address or a network in
+    /// CIDR form, e.g. 10.0.0.0/8 (repeatable, or comma-separated).
     #[arg(
         long,
         env = "OSDS_TRUSTED_PROXY",
         value_delimiter = ',',
-        value_name = "IP"
+        value_name = "IP|CIDR",
+        value_parser = osds_api::gateway::parse_trusted_proxy
     )]
-    pub trusted_proxy: Vec<std::net::IpAddr>,
+    pub trusted_proxy: Vec<osds_api::gateway::IpNet>,
     /// `Host` of the retired entrance, answered with 410 Gone (repeatable, or comma-separated).
     #[arg(
         long,
@@ -305,7 +307,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             rate_per_second: args.rate_limit_per_sec,
             burst: f64::from(args.rate_limit_burst),
             max_connections: args.max_connections_per_client,
-            trusted_proxies: args.trusted_proxy.clone(),
+            trusted_proxies: osds_api::gateway::TrustedProxies::new(args.trusted_proxy.clone()),
             ipv6_prefix_len: args.ipv6_prefix_len,
             legacy_hosts: args.legacy_host.clone(),
             public_base_url: String::new(),
@@ -318,7 +320,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 args.header_read_timeout_secs,
             )?,
             // The gateway's trusted proxies; set by the service.
-            trusted_proxies: Vec::new(),
+            trusted_proxies: Default::default(),
             ipv6_prefix_len: args.ipv6_prefix_len,
         },
         public_base_url: args.public_base_url.clone(),
