@@ -571,6 +571,8 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread")]
 async fn prometheus_metrics_are_served_on_their_own_listener() {
     use futures_util::StreamExt;
+    // Timestamps are Unix seconds, at or after this (the text keeps milliseconds).
+    let began = osds_time::now_ms() as f64 / 1000.0 - 0.001;
     let (relay, server) = start_connected(
         RelayConfig::default(),
         &[
@@ -726,6 +728,27 @@ async fn prometheus_metrics_are_served_on_their_own_listener() {
     assert!(
         scraped.contains("# HELP osds_ingest_units_total "),
         "{scraped}"
+    );
+    // Staleness: when each socket and channel last heard from the relay, when a version was last archived;
+    // and the version.
+    let now = osds_time::now_ms() as f64 / 1000.0 + 0.001;
+    for (name, labels) in [
+        (
+            "osds_upstream_last_message_timestamp_seconds",
+            &[("socket", "/sc_eew")][..],
+        ),
+        ("osds_source_last_received_timestamp_seconds", &sc[..]),
+        ("osds_archive_last_commit_timestamp_seconds", &[][..]),
+    ] {
+        let at = value(name, labels);
+        assert!(
+            began <= at && at <= now,
+            "{name} {at} not in {began}..{now}"
+        );
+    }
+    assert_eq!(
+        value("osds_build_info", &[("version", env!("CARGO_PKG_VERSION"))]),
+        1.0
     );
 
     // A consumer that leaves is counted out, with why.

@@ -1,7 +1,8 @@
 //! The operator's metrics: Prometheus text on a listener of its own (`--metrics-listen`), never the public
 //! port. Counters and histograms are recorded where things happen, through the `metrics` facade (a no-op
 //! until [`Exporter::bind`] installs the recorder); what the service keeps as state anyway (upstream sockets,
-//! the ingest queue) is read when scraped. Every metric is listed in `docs/operating.md`.
+//! the ingest queue, when each socket and channel last heard from the relay) is read when scraped. Every metric
+//! is listed in the README's Metrics table.
 
 use anyhow::Context;
 use axum::Router;
@@ -51,6 +52,7 @@ impl Exporter {
             .install_recorder()
             .context("install the metrics recorder")?;
         describe();
+        metrics::gauge!("osds_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
         Ok(Exporter { handle, listener })
     }
 
@@ -98,6 +100,11 @@ impl Exporter {
     }
 }
 
+/// An RFC 3339 time as Unix seconds (a Prometheus timestamp gauge).
+fn seconds(at: &str) -> Option<f64> {
+    osds_time::parse_ms(at).map(|ms| ms as f64 / 1000.0)
+}
+
 /// The state-derived metrics, refreshed, then everything in the Prometheus text format.
 async fn scrape(State(scrape): State<Scrape>) -> impl IntoResponse {
     for socket in scrape.upstream.connections() {
@@ -110,8 +117,15 @@ async fn scrape(State(scrape): State<Scrape>) -> impl IntoResponse {
         metrics::counter!("osds_upstream_reconnects_total", &labels).absolute(socket.reconnects);
         metrics::counter!("osds_upstream_refused_frames_total", &labels)
             .absolute(socket.refused_frames);
+        if let Some(at) = socket.last_message_at.as_deref().and_then(seconds) {
+            metrics::gauge!("osds_upstream_last_message_timestamp_seconds", &labels).set(at);
+        }
     }
     for source in scrape.upstream.source_states() {
+        if let Some(at) = source.last_received_at.as_deref().and_then(seconds) {
+            metrics::gauge!("osds_source_last_received_timestamp_seconds", "source" => source.source.clone())
+                .set(at);
+        }
         metrics::gauge!("osds_source_connected", "source" => source.source)
             .set(f64::from(u8::from(source.connected)));
     }
@@ -164,6 +178,22 @@ fn describe() {
     describe_gauge!(
         "osds_upstream_connected",
         "1 while the upstream socket is connected."
+    );
+    describe_gauge!(
+        "osds_upstream_last_message_timestamp_seconds",
+        "When the upstream socket last received a message (Unix seconds): alert on its age."
+    );
+    describe_gauge!(
+        "osds_source_last_received_timestamp_seconds",
+        "When a frame of the channel was last received on any socket (Unix seconds)."
+    );
+    describe_gauge!(
+        "osds_archive_last_commit_timestamp_seconds",
+        "When this process last archived a new report version (Unix seconds)."
+    );
+    describe_gauge!(
+        "osds_build_info",
+        "Always 1; the service's version as a label."
     );
     describe_counter!(
         "osds_upstream_reconnects_total",

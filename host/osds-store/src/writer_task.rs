@@ -402,6 +402,8 @@ async fn run(
                             last = last.id.0,
                             "committed new report versions"
                         );
+                        metrics::gauge!("osds_archive_last_commit_timestamp_seconds")
+                            .set(osds_time::now_ms() as f64 / 1000.0);
                         if let Some(hook) = &on_commit {
                             hook(&summary.new_versions);
                         }
