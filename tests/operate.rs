@@ -9,6 +9,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
+use support::contract::{Contract, encode};
 use support::live::SseClient;
 use support::{
     Server, all_reports, eventually, get_json, guest_component, osds, start_connected,
@@ -430,6 +431,28 @@ async fn a_new_agency_is_added_while_the_server_runs() {
     let events = get_json(&server.url("/events?source=cwa")).await;
     assert_eq!(events["total"], 2);
     assert_eq!(events["items"][0]["latest"]["source"], "cwa");
+
+    // The served document keeps the plugin promise: every answer that carries the new channel is valid
+    // against it, as a strict generated client would check.
+    let contract = Contract::load();
+    let id = events["items"][0]["id"].as_str().unwrap().to_string();
+    let event = format!("/events/{}", encode(&id));
+    for (template, path) in [
+        ("/status", "/status".to_string()),
+        ("/events", "/events?source=cwa".to_string()),
+        ("/events/{id}", event.clone()),
+        ("/events/{id}/export", format!("{event}/export")),
+        ("/events/{id}/deliveries", format!("{event}/deliveries")),
+        ("/latest", "/latest".to_string()),
+        ("/months", "/months?source=cwa".to_string()),
+        ("/reports", "/reports?source=cwa,sc".to_string()),
+    ] {
+        let body = contract.get(&server, template, &path, 200).await;
+        // (Months are counts of the channel's events; everything else names it.)
+        if template != "/months" {
+            assert!(body.to_string().contains("\"cwa\""), "{path}: {body}");
+        }
+    }
 
     // Reparse decodes with what the server runs: the frame ignored before the install is recovered, as the
     // canary's "1 fixed" said.

@@ -192,12 +192,20 @@ impl Contract {
         let schema = self.resolve(&parameter["schema"]);
         let mut good: Vec<String> = Vec::new();
         let mut bad: Vec<String> = vec!["".into()];
-        if let Some(values) = schema["enum"].as_array() {
+        // An enumeration, or an open set whose known values are its examples (the channels: an operator may
+        // add one; `zz` is none of this deployment's).
+        let known = |schema: &Value| -> Option<Vec<Value>> {
+            schema["enum"]
+                .as_array()
+                .or(schema["examples"].as_array())
+                .cloned()
+        };
+        if let Some(values) = known(schema) {
             good.extend(values.iter().map(|v| v.as_str().unwrap().to_string()));
             bad.push("zz".into());
         }
         // A comma-separated list (`style: form, explode: false`) of an enumeration: each value, two together.
-        if let Some(values) = self.resolve(&schema["items"])["enum"].as_array() {
+        if let Some(values) = known(self.resolve(&schema["items"])) {
             assert_eq!(
                 parameter["explode"], false,
                 "`{name}` of {template} is a list"
