@@ -44,11 +44,11 @@ pub enum Command {
     Serve(Box<commands::serve::ServeArgs>),
     /// Decode upstream frames from files through the loaded decoder components and print them as JSON.
     Decode(commands::decode::DecodeArgs),
-    /// Operate the decoders of a running server: list, check, install (hot swap) or roll back a component.
+    /// Operate the components of a running server: list, check, install (hot swap), roll back or export them.
     Components(commands::components::ComponentsArgs),
     /// Re-decode archived payloads that are still unparsed with the current decoders (appends, never edits).
     Reparse(commands::reparse::ReparseArgs),
-    /// The self-sensing archive: import detector solutions, hide or unhide an event.
+    /// The self-sensing archive: import detector solutions, hide or unhide an event, backfill recovered peaks.
     Hyp(commands::hyp::HypArgs),
     /// Run a synthetic earthquake end to end through the detector into the archive, printing each report.
     Simulate(commands::simulate::SimulateArgs),

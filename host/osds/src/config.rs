@@ -365,3 +365,53 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod flag_tests {
+    use crate::cli::Cli;
+    use clap::CommandFactory;
+
+    /// The flags of `cmd` (and its subcommands, `path` naming them) that have no environment variable.
+    fn without_env(command: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            if let Some(long) = arg.get_long()
+                && arg.get_env().is_none()
+                && !matches!(long, "help" | "version")
+            {
+                out.push(format!("{path} --{long}"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            without_env(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    /// What the README promises: every setting of the service and every setting the commands share is also an
+    /// environment variable; only per-invocation choices of the one-shot commands are flags alone.
+    #[test]
+    fn every_setting_of_the_service_is_an_environment_variable() {
+        let root = Cli::command();
+        let mut missing = Vec::new();
+        without_env(&root, "osds", &mut missing);
+        let serve: Vec<&String> = missing
+            .iter()
+            .filter(|f| f.starts_with("osds serve "))
+            .collect();
+        assert!(
+            serve.is_empty(),
+            "serve flags without a variable: {serve:?}"
+        );
+        for shared in [
+            "--database-url",
+            "--components-dir",
+            "--log",
+            "--config",
+            "--admin-socket",
+        ] {
+            assert!(
+                !missing.iter().any(|f| f.ends_with(&format!(" {shared}"))),
+                "{shared} lacks a variable somewhere: {missing:?}"
+            );
+        }
+    }
+}
