@@ -2,44 +2,48 @@
 //! are rendered as monitor-layout GIFs and served over a local HTTP server in the kmoni layout; the real
 //! fetcher reads them, the detector runs, the shaper component shapes, the archive stores, and each report is
 //! printed as it is issued. With `--serve-images` it is only the image server, in real time, for an
-//! `osds serve --hyp-source kmoni` to follow. The scenarios are modelled on real earthquakes (JMA catalogue
-//! hypocentres: Noto 2024, Iburi 2018, Kumamoto 2016, Fukushima-oki 2022).
+//! `osds serve --hyp-source kmoni` to follow. The scenarios, the rendering and the image server are
+//! `osds_server::hyp::simulation`; this is the command line over them.
 
 use anyhow::Context;
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use osds_detector::detector::{DetectorConfig, Station};
-use osds_detector::kmoni::{self, Layer, SURFACE_INTENSITY};
+use osds_detector::detector::DetectorConfig;
+use osds_detector::kmoni::{Layer, SURFACE_INTENSITY};
 use osds_detector::stations::Network;
-use osds_detector::synthetic::{Faults, Quake, frames, grid_network};
 use osds_runtime::{Limits, Runtime, ShaperComponent};
 use osds_server::hyp::runner::Runner;
+use osds_server::hyp::simulation::{
+    LAYERS, Publication, Scenario, image_server, network, render_images, schedule_images, setup,
+    station_table,
+};
 use osds_server::hyp::source::Schedule;
 use osds_store as store;
 use osds_time::now_ms;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Scenario {
-    /// 2024 Noto: 37.495N 137.270E, 16 km, Mj 7.6.
-    Noto,
-    /// 2018 Iburi: 42.690N 142.007E, 37 km, Mj 6.7.
-    Iburi,
-    /// 2016 Kumamoto foreshock: 32.742N 130.808E, 11 km, Mj 6.5.
-    Kumamoto,
-    /// 2022 Fukushima-oki: 37.7N 141.6E, 57 km, Mj 7.4, seen only from land (one-sided).
-    FukushimaOki,
-    /// Two moderate earthquakes 300 km apart at the same time.
-    TwoEvents,
-    /// No earthquake: a stuck station, a lone spike and dropouts.
-    Quiet,
-    /// An earthquake whose frames stop for 20 s mid-event.
-    Gap,
+/// A scenario as the command line names it (the table is `osds_server::hyp::simulation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScenarioArg(pub Scenario);
+
+impl clap::ValueEnum for ScenarioArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [ScenarioArg; 7] = [
+            ScenarioArg(Scenario::ALL[0]),
+            ScenarioArg(Scenario::ALL[1]),
+            ScenarioArg(Scenario::ALL[2]),
+            ScenarioArg(Scenario::ALL[3]),
+            ScenarioArg(Scenario::ALL[4]),
+            ScenarioArg(Scenario::ALL[5]),
+            ScenarioArg(Scenario::ALL[6]),
+        ];
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()).help(self.0.about()))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -52,7 +56,7 @@ pub enum SimulatedNetwork {
 
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
-    pub scenario: Scenario,
+    pub scenario: ScenarioArg,
     /// The archive the reports go to; created when missing (unlike every other command but `serve`, a
     /// simulation may start an archive of its own).
     #[arg(
@@ -86,14 +90,14 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 10)]
     pub lead_secs: u64,
     #[command(flatten)]
-    pub publication: Publication,
+    pub publication: PublicationArgs,
 }
 
 /// How the served images are published (with --serve-images), the way the real monitor does: late by a second
 /// or two with spread, some never, some first as the previous second's image, none during an outage; and the
 /// time of its latest image at `webservice/server/pros/latest.json`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Publication {
+pub struct PublicationArgs {
     /// Seconds after its observation second an image is published.
     #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
     pub publish_delay_secs: f64,
@@ -112,6 +116,19 @@ pub struct Publication {
     /// Do not serve the latest image's time (a follower falls back to its own clock).
     #[arg(long)]
     pub no_clock: bool,
+}
+
+impl From<&PublicationArgs> for Publication {
+    fn from(args: &PublicationArgs) -> Publication {
+        Publication {
+            publish_delay_secs: args.publish_delay_secs,
+            publish_spread_secs: args.publish_spread_secs,
+            lose: args.lose,
+            repeat: args.repeat,
+            outage: args.outage.clone(),
+            no_clock: args.no_clock,
+        }
+    }
 }
 
 fn parse_frames(text: &str) -> Result<std::ops::Range<u64>, String> {
@@ -139,316 +156,6 @@ fn parse_late(text: &str) -> Result<(Layer, u64), String> {
     Ok((Layer::parse(layer)?, seconds))
 }
 
-/// The layers a scenario renders.
-const LAYERS: [&str; 2] = ["jma_s", "acmap_s"];
-
-/// Unix ms of the anchor's origin (JST wall clock, as docs/self-sensing.md gives it).
-fn jst_ms(text: &str) -> i64 {
-    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
-        .map(|t| t.and_utc().timestamp_millis() - 9 * 3_600_000)
-        .unwrap_or(0)
-}
-
-/// The quakes (origin in seconds after the first frame), the network, the faults, the clock of frame 0 and
-/// the frames to drop (a gap).
-struct Setup {
-    quakes: Vec<Quake>,
-    stations: Vec<Station>,
-    faults: Faults,
-    start_ms: i64,
-    gap: Option<std::ops::Range<u64>>,
-}
-
-fn setup(scenario: Scenario) -> Setup {
-    let quake = |lat, lon, depth, mw| Quake {
-        latitude: lat,
-        longitude: lon,
-        depth_km: depth,
-        mw,
-        origin: 5.0,
-    };
-    let (quakes, centre, keep_land, start): (Vec<Quake>, (f64, f64), bool, &str) = match scenario {
-        Scenario::Noto => (
-            vec![quake(37.495, 137.270, 16.0, 7.4)],
-            (37.2, 137.4),
-            false,
-            "2024-01-01 16:10:17.5",
-        ),
-        Scenario::Iburi => (
-            vec![quake(42.690, 142.007, 37.0, 6.5)],
-            (42.9, 142.2),
-            false,
-            "2018-09-06 03:07:54.3",
-        ),
-        Scenario::Kumamoto => (
-            vec![quake(32.742, 130.808, 11.0, 6.3)],
-            (32.9, 130.7),
-            false,
-            "2016-04-14 21:26:29.4",
-        ),
-        Scenario::FukushimaOki => (
-            vec![quake(37.7, 141.6, 57.0, 7.2)],
-            (37.7, 140.4),
-            true,
-            "2022-03-16 23:35:55.0",
-        ),
-        Scenario::TwoEvents => (
-            vec![quake(35.0, 135.0, 10.0, 6.0), quake(35.0, 138.3, 10.0, 6.0)],
-            (35.0, 136.65),
-            false,
-            "2026-11-22 10:00:00.0",
-        ),
-        Scenario::Quiet => (Vec::new(), (35.0, 135.0), false, "2026-11-22 10:00:00.0"),
-        Scenario::Gap => (
-            vec![quake(35.0, 135.0, 10.0, 6.0)],
-            (35.0, 135.1),
-            false,
-            "2026-11-22 10:00:00.0",
-        ),
-    };
-    let radius = if scenario == Scenario::TwoEvents {
-        260.0
-    } else {
-        200.0
-    };
-    let positions = grid_network(centre.0, centre.1, radius, 20.0, |_, lon| {
-        !keep_land || lon < 141.0
-    });
-    let stations = positions
-        .iter()
-        .enumerate()
-        .map(|(i, p)| Station {
-            code: format!("SYN{i:04}"),
-            name: Some(format!("synthetic {i}")),
-            latitude: p.latitude,
-            longitude: p.longitude,
-        })
-        .collect();
-    let faults = match scenario {
-        Scenario::Quiet => Faults {
-            stuck: vec![(3, 4.0)],
-            spike: vec![(40, 20, 5.0)],
-            dropout: 0.05,
-            ..Faults::default()
-        },
-        _ => Faults {
-            dropout: 0.02,
-            ..Faults::default()
-        },
-    };
-    Setup {
-        quakes,
-        stations,
-        faults,
-        // Observation seconds are whole seconds.
-        start_ms: jst_ms(start) / 1000 * 1000,
-        gap: (scenario == Scenario::Gap).then_some(25..45),
-    }
-}
-
-/// The scenario's network: every station on its own pixel (a station whose pixel is taken is left out).
-fn network(stations: &[Station]) -> Network {
-    let mut network = Network::default();
-    let mut taken = std::collections::HashSet::new();
-    for station in stations {
-        let pixel = kmoni::synthetic_pixel(station.latitude, station.longitude);
-        if taken.insert(pixel) {
-            network.stations.push(station.clone());
-            network.pixels.push(pixel);
-        }
-    }
-    network
-}
-
-fn station_table(network: &Network) -> String {
-    let mut csv = String::from("network,code,name,region,suspended,lat,lon,img_x,img_y\n");
-    for (s, (x, y)) in network.stations.iter().zip(&network.pixels) {
-        csv.push_str(&format!(
-            "SYN,{},{},synthetic,0,{:.4},{:.4},{x},{y}\n",
-            s.code,
-            s.name.clone().unwrap_or_default(),
-            s.latitude,
-            s.longitude
-        ));
-    }
-    csv
-}
-
-/// A rough synthetic relation of peak acceleration to realtime intensity: log10 PGA = (I + 0.5) / 2.
-fn pga_of_intensity(intensity: f64) -> f64 {
-    10f64.powf((intensity + 0.5) / 2.0)
-}
-
-/// One served image: when it may be served (Unix ms), and the GIF; before `available_at`, from `stale_from`,
-/// its address serves `stale` (the previous second's image) instead.
-struct Served {
-    available_at: i64,
-    gif: Vec<u8>,
-    stale: Option<(i64, Vec<u8>)>,
-}
-
-/// What the image server serves: the images by path, and when each trigger-layer second is published.
-struct Images {
-    by_path: HashMap<String, Served>,
-    /// (published at, observation second), for `latest.json`.
-    published: Vec<(i64, i64)>,
-    clock: bool,
-}
-
-/// One rendered image: frame number, layer, GIF.
-type Rendered = (i64, Layer, Vec<u8>);
-
-/// Renders every frame of the scenario as monitor-layout GIFs (frames inside the scenario's gap are not).
-fn render_images(setup: &Setup, network: &Network, args: &SimulateArgs) -> Vec<Rendered> {
-    let positions = network.positions();
-    let frames = frames(
-        &DetectorConfig::default().travel_times,
-        &setup.quakes,
-        &positions,
-        args.seconds,
-        &setup.faults,
-        args.seed,
-    );
-    let mut images = Vec::new();
-    for (n, frame) in frames.iter().enumerate() {
-        if setup
-            .gap
-            .as_ref()
-            .is_some_and(|gap| gap.contains(&(n as u64)))
-        {
-            continue;
-        }
-        for name in LAYERS {
-            let layer = Layer::parse(name).expect("a known layer");
-            let values: Vec<_> = network
-                .pixels
-                .iter()
-                .zip(frame)
-                .map(|(&pixel, value)| {
-                    let value = if layer == SURFACE_INTENSITY {
-                        *value
-                    } else {
-                        value.map(pga_of_intensity)
-                    };
-                    (pixel, value)
-                })
-                .collect();
-            images.push((n as i64, layer, kmoni::render(layer, &values)));
-        }
-    }
-    images
-}
-
-/// The rendered images as observed from `start_ms`, keyed by their path, each published as `publication`
-/// says (a second after its observation second by default, plus the layer's lateness).
-fn schedule_images(
-    rendered: Vec<Rendered>,
-    start_ms: i64,
-    late: &[(Layer, u64)],
-    publication: &Publication,
-    seed: u64,
-) -> Images {
-    let mut rng = osds_detector::rng::Rng::new(seed ^ 0x5EED);
-    // Per frame: published after this many ms, or never; and whether it repeats the previous second first.
-    let frames = rendered.iter().map(|(n, ..)| *n).max().map_or(0, |n| n + 1);
-    let fate: Vec<(Option<i64>, bool)> = (0..frames)
-        .map(|n| {
-            let delay =
-                publication.publish_delay_secs + publication.publish_spread_secs * rng.uniform();
-            let lost = rng.uniform() < publication.lose;
-            let repeated = rng.uniform() < publication.repeat;
-            let at = start_ms + n * 1000;
-            let published = match &publication.outage {
-                Some(outage) if outage.contains(&(n as u64)) => {
-                    start_ms + outage.end as i64 * 1000 + 500
-                }
-                _ => at + (delay * 1000.0) as i64,
-            };
-            ((!lost).then_some(published), repeated)
-        })
-        .collect();
-    let previous: HashMap<(i64, Layer), Vec<u8>> = rendered
-        .iter()
-        .map(|(n, layer, gif)| ((*n + 1, *layer), gif.clone()))
-        .collect();
-    let mut published = Vec::new();
-    let by_path = rendered
-        .into_iter()
-        .filter_map(|(n, layer, gif)| {
-            let (when, repeated) = fate[n as usize];
-            let at = start_ms + n * 1000;
-            let late = late
-                .iter()
-                .find(|(l, _)| *l == layer)
-                .map_or(0, |(_, s)| *s as i64 * 1000);
-            let stale = previous.get(&(n, layer)).filter(|_| repeated).cloned();
-            let first = when? + late;
-            let available_at = if stale.is_some() { first + 3000 } else { first };
-            if layer == SURFACE_INTENSITY {
-                published.push((available_at, at));
-            }
-            Some((
-                format!("/{}", layer.image_path(at)),
-                Served {
-                    available_at,
-                    gif,
-                    stale: stale.map(|gif| (first, gif)),
-                },
-            ))
-        })
-        .collect();
-    published.sort_unstable();
-    Images {
-        by_path,
-        published,
-        clock: !publication.no_clock,
-    }
-}
-
-async fn serve_image(State(images): State<Arc<Images>>, request: Request) -> Response {
-    let path = request.uri().path();
-    let now = now_ms();
-    if images.clock && path == format!("/{}", kmoni::LATEST_PATH) {
-        let latest = images
-            .published
-            .iter()
-            .take_while(|(published, _)| *published <= now)
-            .map(|(_, at)| *at)
-            .max();
-        return match latest {
-            Some(latest) => (
-                [(header::CONTENT_TYPE, "application/json")],
-                kmoni::latest_json(latest, now),
-            )
-                .into_response(),
-            None => StatusCode::NOT_FOUND.into_response(),
-        };
-    }
-    match images.by_path.get(path) {
-        Some(served) if now >= served.available_at => {
-            ([(header::CONTENT_TYPE, "image/gif")], served.gif.clone()).into_response()
-        }
-        Some(Served {
-            stale: Some((from, gif)),
-            ..
-        }) if now >= *from => ([(header::CONTENT_TYPE, "image/gif")], gif.clone()).into_response(),
-        _ => StatusCode::NOT_FOUND.into_response(),
-    }
-}
-
-/// Serves the images on `address`; returns the base URL.
-async fn image_server(address: SocketAddr, images: Images) -> anyhow::Result<String> {
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("listen on {address}"))?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let app = axum::Router::new()
-        .fallback(serve_image)
-        .with_state(Arc::new(images));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(base)
-}
-
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -457,7 +164,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
-    let setup = setup(args.scenario);
+    let scenario = args.scenario.0;
+    let setup = setup(scenario);
     let network = match args.network {
         SimulatedNetwork::Synthetic => network(&setup.stations),
         SimulatedNetwork::Shipped => Network::shipped(),
@@ -466,16 +174,22 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(path, station_table(&network))
             .with_context(|| format!("write {}", path.display()))?;
     }
-    let rendered = render_images(&setup, &network, &args);
+    let rendered = render_images(&setup, &network, args.seconds, args.seed);
     if let Some(address) = args.serve_images {
         // Real time: frame 0 is observed --lead-secs from now, so a follower can start first.
         let start_ms = (now_ms() / 1000 + 1) * 1000 + args.lead_secs as i64 * 1000;
-        let images = schedule_images(rendered, start_ms, &args.late, &args.publication, args.seed);
+        let images = schedule_images(
+            rendered,
+            start_ms,
+            &args.late,
+            &Publication::from(&args.publication),
+            args.seed,
+        );
         let base = image_server(address, images).await?;
-        println!("osds: simulate {:?}: images at {base}", args.scenario);
+        println!("osds: simulate {}: images at {base}", scenario.name());
         eprintln!(
-            "simulate {:?}: {} stations, {} s of frames from {}; Ctrl-C stops",
-            args.scenario,
+            "simulate {}: {} stations, {} s of frames from {}; Ctrl-C stops",
+            scenario.name(),
             network.stations.len(),
             args.seconds,
             osds_time::rfc3339(
@@ -519,8 +233,8 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         },
     )?;
     eprintln!(
-        "simulate {:?}: {} stations, {} s of frames served at {base}",
-        args.scenario,
+        "simulate {}: {} stations, {} s of frames served at {base}",
+        scenario.name(),
         network.stations.len(),
         args.seconds,
     );
