@@ -6,8 +6,8 @@
 
 use crate::error::ErrorCode;
 use crate::gateway::{ClientKey, TrustedProxies};
-use crate::listener::Listener;
-use crate::parse_errors::ErrorBodies;
+use crate::net::listener::Listener;
+use crate::net::parse_errors::ErrorBodies;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;

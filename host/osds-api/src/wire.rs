@@ -1,5 +1,5 @@
 //! The live wire format, framed once and shared by the handlers (`live/`), the live ring (`live/recent.rs`) and
-//! the sockets that write it (`socket.rs`): SSE events and HTTP/1.1 chunks, WebSocket text frames, and a
+//! the sockets that write it (`net/socket.rs`): SSE events and HTTP/1.1 chunks, WebSocket text frames, and a
 //! committed report in both forms.
 
 use crate::reports::item::ReportItem;

@@ -4,7 +4,7 @@
 
 use super::Gateway;
 use crate::error::{ApiError, ErrorCode};
-use crate::listener::Peer;
+use crate::net::listener::Peer;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;

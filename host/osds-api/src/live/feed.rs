@@ -1,8 +1,8 @@
 //! [`Feed`]: the reports after a cursor, in id order, the mechanism under `/stream`, `/ws` and the hub.
 
 use crate::live::recent::RecentReports;
+use crate::net::socket::{Kind, Tap};
 use crate::reports::pages::ReportCache;
-use crate::socket::{Kind, Tap};
 use crate::sources::{self, SourceFilter};
 use crate::wire::Rendered;
 use osds_store::Store;
@@ -67,7 +67,7 @@ impl Feed {
     }
 
     /// Lends the consumer's socket, registered with the hub, to the hub whenever the feed is caught up (see
-    /// `socket.rs`): the reports the hub writes move the cursor without passing through [`Feed::next`].
+    /// `net/socket.rs`): the reports the hub writes move the cursor without passing through [`Feed::next`].
     pub fn lend_when_caught_up(&mut self, tap: Arc<Tap>, kind: Kind) {
         self.lend = Some((tap, kind));
     }

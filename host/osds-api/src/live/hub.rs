@@ -6,8 +6,8 @@
 
 use super::feed::Feed;
 use crate::live::recent::RecentReports;
+use crate::net::socket::{Tap, Written};
 use crate::reports::pages::ReportCache;
-use crate::socket::{Tap, Written};
 use osds_store::Store;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

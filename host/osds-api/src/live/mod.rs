@@ -3,7 +3,7 @@
 //! commit horizon, paced while a backlog is replayed, pushed at once after that. Notifications only wake a feed;
 //! what it sends always comes from the database in id order, so every consumer sees the same ids as `/reports`.
 //! A caught-up feed lends its consumer's socket to the [`hub`], whose own feeds write the next reports to
-//! every lent socket at once ([`crate::socket`]); the consumer's feed goes on from wherever the hub stopped.
+//! every lent socket at once ([`crate::net::socket`]); the consumer's feed goes on from wherever the hub stopped.
 
 pub mod config;
 mod consumer;

@@ -1,7 +1,7 @@
 //! `/stream`: live delivery as Server-Sent Events, one consumer's [`Feed`] turned into frames by [`Events`]; a
 //! report's event is framed once for every consumer ([`crate::wire::Rendered`]). On a plain HTTP/1.1
 //! connection the stream takes the connection from hyper once the response head is out and writes its chunks
-//! itself, lending the socket to the hub while caught up ([`crate::socket`]); over TLS the response body moves
+//! itself, lending the socket to the hub while caught up ([`crate::net::socket`]); over TLS the response body moves
 //! the feed whenever hyper asks for more.
 
 use super::consumer::{
@@ -11,8 +11,8 @@ use super::feed::Feed;
 use super::state::LiveState;
 use crate::error::ApiError;
 use crate::gateway::HeldSlot;
-use crate::listener::Peer;
-use crate::socket::{Kind, Tap};
+use crate::net::listener::Peer;
+use crate::net::socket::{Kind, Tap};
 use crate::wire::{LAST_CHUNK, comment, http_chunk, json_event};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Extension, RawQuery, State};

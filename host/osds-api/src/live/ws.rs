@@ -8,8 +8,8 @@ use super::feed::Feed;
 use super::state::LiveState;
 use crate::error::{ApiError, ErrorCode};
 use crate::gateway::HeldSlot;
-use crate::listener::Peer;
-use crate::socket::Kind;
+use crate::net::listener::Peer;
+use crate::net::socket::Kind;
 use axum::extract::ws::{
     CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
 };

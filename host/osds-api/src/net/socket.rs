@@ -189,17 +189,17 @@ impl Tap {
     }
 
     /// True the first time only: a connection joins the hub once, however many streams it serves.
-    pub(super) fn first_registration(&self) -> bool {
+    pub(crate) fn first_registration(&self) -> bool {
         !self.registered.swap(true, Ordering::AcqRel)
     }
 
     /// Whether the hub can drop it: only the hub still holds it, so the connection is gone.
-    pub(super) fn abandoned(self: &Arc<Tap>) -> bool {
+    pub(crate) fn abandoned(self: &Arc<Tap>) -> bool {
         Arc::strong_count(self) == 1
     }
 
     /// Lends the socket to the hub for the reports after `cursor`; false if it is broken.
-    pub(super) fn lend(&self, kind: Kind, cursor: i64, filter: Option<&SourceFilter>) -> bool {
+    pub(crate) fn lend(&self, kind: Kind, cursor: i64, filter: Option<&SourceFilter>) -> bool {
         let mut state = self.lock();
         if state.broken || state.writer.is_none() {
             return false;
@@ -212,7 +212,7 @@ impl Tap {
     }
 
     /// Takes the socket back; the last report id on it.
-    pub(super) fn take_back(&self) -> i64 {
+    pub(crate) fn take_back(&self) -> i64 {
         let mut state = self.lock();
         state.mode = Mode::Off;
         state.waker = None;
@@ -223,7 +223,7 @@ impl Tap {
     /// the hub write when nothing of the consumer's own is unflushed (its writes end with a flush; tungstenite
     /// also flushes its reply to a close while reading it, and no report may follow that, so a flush alone
     /// never lets the hub in).
-    pub(super) fn poll_given_back(&self, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_given_back(&self, cx: &mut Context<'_>) -> Poll<()> {
         let mut state = self.lock();
         if state.mode == Mode::Off {
             return Poll::Ready(());
@@ -252,7 +252,7 @@ impl Tap {
     }
 
     /// Asks hyper to let go of the connection once it has flushed what it wrote (the response head).
-    pub(super) fn detach(&self) {
+    pub(crate) fn detach(&self) {
         let mut state = self.lock();
         if state.detach == Detach::No {
             state.detach = Detach::Asked;
@@ -260,7 +260,7 @@ impl Tap {
     }
 
     /// Ready with true once hyper let go, with false if the connection ended first.
-    pub(super) fn poll_detached(&self, cx: &mut Context<'_>) -> Poll<bool> {
+    pub(crate) fn poll_detached(&self, cx: &mut Context<'_>) -> Poll<bool> {
         let mut state = self.lock();
         if state.detach == Detach::Done {
             return Poll::Ready(true);
@@ -274,7 +274,7 @@ impl Tap {
 
     /// Ready once the client of a detached stream has closed its side of the connection (or the connection
     /// failed). Anything it sends meanwhile is read and ignored: a stream's client has nothing more to say.
-    pub(super) fn poll_peer_gone(&self, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_peer_gone(&self, cx: &mut Context<'_>) -> Poll<()> {
         let mut side = self
             .read_side
             .lock()
@@ -296,7 +296,7 @@ impl Tap {
     }
 
     /// Writes as the connection's writer (its bytes are never inside one of the hub's).
-    pub(super) fn poll_write_own(
+    pub(crate) fn poll_write_own(
         &self,
         cx: &mut Context<'_>,
         buf: &[u8],
@@ -306,12 +306,12 @@ impl Tap {
         state.own_write()?.poll_write(cx, buf)
     }
 
-    pub(super) fn poll_flush_own(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub(crate) fn poll_flush_own(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.lock().flushed(cx)
     }
 
     /// Closes the connection (a detached stream that has ended).
-    pub(super) fn close(&self) {
+    pub(crate) fn close(&self) {
         self.read_side
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -328,7 +328,7 @@ impl Tap {
     }
 
     /// Hands a lent socket back unasked; the waker to wake.
-    pub(super) fn give_back(&self) -> Option<Waker> {
+    pub(crate) fn give_back(&self) -> Option<Waker> {
         let mut state = self.lock();
         (state.mode != Mode::Off)
             .then(|| state.hand_back())
@@ -339,7 +339,7 @@ impl Tap {
     /// counting them in `written`. A socket that is not lent, or lent but not ready, or whose cursor is not
     /// where the reports continue, or that cannot take a whole report at once, goes back to its consumer: the
     /// waker to wake.
-    pub(super) fn deliver(
+    pub(crate) fn deliver(
         &self,
         reports: &[Arc<Rendered>],
         mut previous: i64,

@@ -1,7 +1,7 @@
 //! What the HTTP server accepts: plain TCP connections as [`LiveSocket`]s (Nagle off), whose writes live
 //! consumers can lend to the hub, and what a request knows of its connection ([`Peer`]).
 
-use crate::socket::{LiveSocket, Tap, no_delay};
+use crate::net::socket::{LiveSocket, Tap, no_delay};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};

@@ -45,11 +45,11 @@ impl TlsListener {
         let (handover, accepted) = mpsc::channel(ACCEPT_QUEUE);
         tokio::spawn(async move {
             loop {
-                let (stream, peer) = crate::listener::accept_tcp(&tcp).await;
+                let (stream, peer) = crate::net::listener::accept_tcp(&tcp).await;
                 if handover.is_closed() {
                     break;
                 }
-                crate::socket::no_delay(&stream);
+                crate::net::socket::no_delay(&stream);
                 let acceptor = acceptor.clone();
                 let handover = handover.clone();
                 tokio::spawn(async move {
@@ -67,12 +67,12 @@ impl TlsListener {
     }
 }
 
-impl crate::listener::Listener for TlsListener {
+impl crate::net::listener::Listener for TlsListener {
     type Io = TlsStream<TcpStream>;
 
-    async fn accept(&mut self) -> (Self::Io, crate::listener::Peer) {
+    async fn accept(&mut self) -> (Self::Io, crate::net::listener::Peer) {
         match self.accepted.recv().await {
-            Some((io, addr)) => (io, crate::listener::Peer { addr, tap: None }),
+            Some((io, addr)) => (io, crate::net::listener::Peer { addr, tap: None }),
             None => std::future::pending().await,
         }
     }
