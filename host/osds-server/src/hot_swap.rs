@@ -165,33 +165,46 @@ pub struct ExportedComponent {
 /// The channel name under which the hyp report shaper is installed and rolled back.
 pub const SHAPER_CHANNEL: &str = "hyp";
 
+/// The components in service at start, and what each would roll back to.
+pub struct InService {
+    pub decoders: SharedDecoders,
+    /// Per channel, the decoder before its last install.
+    pub previous_decoders: BTreeMap<String, Arc<DecoderComponent>>,
+    pub shaper: SharedShaper,
+    pub previous_shaper: Option<Arc<ShaperComponent>>,
+    pub reference: SharedReference,
+}
+
+/// Where the canary finds what to decode: a fixture folder (`--canary-fixtures`), and how many of the
+/// archive's recent payloads per channel (`--canary-recent`).
+pub struct CanarySources {
+    pub fixtures: Option<PathBuf>,
+    pub recent: i64,
+}
+
 impl ComponentManager {
-    #[allow(clippy::too_many_arguments)]
+    /// The manager of `in_service`, recording each change through `writer`; new channels get their upstream
+    /// connection from `ingester` (none with `--no-ingest`).
     pub fn new(
         runtime: Arc<Runtime>,
-        decoders: SharedDecoders,
-        previous: BTreeMap<String, Arc<DecoderComponent>>,
+        in_service: InService,
+        canary: CanarySources,
         store: Store,
         writer: WriterTask,
-        shaper: SharedShaper,
-        previous_shaper: Option<Arc<ShaperComponent>>,
-        reference: SharedReference,
-        canary_fixtures: Option<PathBuf>,
-        canary_recent: i64,
         ingester: Option<Arc<Ingester>>,
     ) -> Arc<ComponentManager> {
         Arc::new(ComponentManager {
             runtime,
-            decoders,
+            decoders: in_service.decoders,
             store,
             writer,
             ingester,
-            canary_fixtures,
-            canary_recent,
-            previous: tokio::sync::Mutex::new(previous),
-            shaper,
-            previous_shaper: tokio::sync::Mutex::new(previous_shaper),
-            reference,
+            canary_fixtures: canary.fixtures,
+            canary_recent: canary.recent.max(0),
+            previous: tokio::sync::Mutex::new(in_service.previous_decoders),
+            shaper: in_service.shaper,
+            previous_shaper: tokio::sync::Mutex::new(in_service.previous_shaper),
+            reference: in_service.reference,
         })
     }
 

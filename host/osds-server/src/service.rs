@@ -5,7 +5,9 @@
 //! in-process; [`Service::serve`] binds and serves until a signal.
 
 use crate::admin;
-use crate::hot_swap::{ComponentManager, installed_decoders, installed_shaper};
+use crate::hot_swap::{
+    CanarySources, ComponentManager, InService, installed_decoders, installed_shaper,
+};
 use crate::hyp::runner::{Recorder, Runner};
 use crate::hyp::source::{KmoniFetcher, ReplaySource};
 use crate::ingest::{ChannelSpec, Ingester, UpstreamBoard, UpstreamConfig};
@@ -275,15 +277,19 @@ impl Service {
             Arc::new(arc_swap::ArcSwap::from_pointee(reference));
         let components = ComponentManager::new(
             wasm.clone(),
-            decoders.clone(),
-            installed.previous,
+            InService {
+                decoders: decoders.clone(),
+                previous_decoders: installed.previous,
+                shaper: shaper.clone(),
+                previous_shaper,
+                reference: reference.clone(),
+            },
+            CanarySources {
+                fixtures: canary_fixtures,
+                recent: canary_recent,
+            },
             store.clone(),
             writer_task.clone(),
-            shaper.clone(),
-            previous_shaper,
-            reference.clone(),
-            canary_fixtures,
-            canary_recent.max(0),
             ingester.clone(),
         );
         let admin_socket = match admin::serve(admin_path.clone(), components.clone()) {
