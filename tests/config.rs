@@ -226,6 +226,50 @@ async fn the_example_deployment_configuration_is_one_osds_serve_takes() {
     let unit =
         std::fs::read_to_string(support::tests_dir().join("../deploy/osds.service")).unwrap();
     assert!(unit.contains("ExecStart=/usr/local/bin/osds --config /etc/osds/osds.toml serve"));
+    assert!(unit.contains("\nType=notify\n") && unit.contains("\nWatchdogSec="));
+}
+
+/// Under the unit's `Type=notify` and `WatchdogSec`, `osds serve` speaks systemd's protocol on the socket it is
+/// given: ready once it serves, alive while it runs, stopping when told to stop. (Each message is waited for,
+/// up to a bound; none is timed.)
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_tells_systemd_it_is_ready_alive_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempdir("systemd");
+    let notify_path = dir.join("notify.sock");
+    let systemd = UnixDatagram::bind(&notify_path).unwrap();
+    systemd
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let received = |want: &str| {
+        let mut buffer = [0u8; 4096];
+        let mut seen = Vec::new();
+        loop {
+            let n = systemd
+                .recv(&mut buffer)
+                .unwrap_or_else(|e| panic!("no {want} from osds serve ({e}); got {seen:?}"));
+            let message = String::from_utf8_lossy(&buffer[..n]).into_owned();
+            if message.lines().any(|line| line == want) {
+                return message;
+            }
+            seen.push(message);
+        }
+    };
+    let mut server = support::launch(dir.join("service"), "ws://127.0.0.1:9", &["--no-ingest"])
+        .env("NOTIFY_SOCKET", &notify_path)
+        .env("WATCHDOG_USEC", "400000")
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let ready = received("READY=1");
+    assert!(
+        ready.contains(&format!("STATUS=serving {}", server.base)),
+        "{ready}"
+    );
+    received("WATCHDOG=1");
+    received("WATCHDOG=1");
+    server.stop().await;
+    received("STOPPING=1");
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A pod in a namespace with a Service named `osds` gets Kubernetes' service-link variables: the command runs,

@@ -11,3 +11,4 @@ pub mod ingest;
 pub mod prometheus;
 pub mod reparse;
 pub mod service;
+pub mod systemd;

@@ -429,6 +429,7 @@ impl Service {
         let signalled_at = self.signalled_at.clone();
         let drain = async move {
             shutdown_signal().await;
+            crate::systemd::stopping();
             let _ = signalled_at.set(tokio::time::Instant::now());
             // Live connections never end by themselves: tell them to close so the drain can finish.
             let _ = stopping.send(true);
@@ -445,6 +446,8 @@ impl Service {
         tracing::info!(%address, %scheme, "serving /api/v1");
         // A line on stdout that scripts and tests can wait for (the port may have been chosen by the system).
         println!("osds: serving {scheme}://{address}/api/v1");
+        crate::systemd::ready(&format!("{scheme}://{address}/api/v1"));
+        crate::systemd::spawn_watchdog(self.stopping.subscribe());
         match tls {
             Some(acceptor) => {
                 let listener = tls::TlsListener::new(listener, acceptor)?;

@@ -21,6 +21,8 @@ pub struct Launch {
     args: Vec<OsString>,
     /// A program (and its arguments) the server is started through: `program args… binary serve …`.
     wrapper: Option<(OsString, Vec<OsString>)>,
+    /// Variables set for the process, besides the ones every test server gets.
+    envs: Vec<(OsString, OsString)>,
     startup: Duration,
 }
 
@@ -36,6 +38,7 @@ impl Launch {
             dir,
             args: Vec::new(),
             wrapper: None,
+            envs: Vec::new(),
             startup: Duration::from_secs(120),
         }
     }
@@ -81,6 +84,12 @@ impl Launch {
     }
 
     /// Starts the process and waits until it serves (or fails, with its log in the error).
+    /// Sets the variable `name` for the process.
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Launch {
+        self.envs.push((name.into(), value.into()));
+        self
+    }
+
     pub fn start(self) -> anyhow::Result<Server> {
         std::fs::create_dir_all(&self.dir)?;
         let log = std::fs::File::create(self.dir.join("server.log"))?;
@@ -106,6 +115,7 @@ impl Launch {
             .args(&self.args)
             .env_remove("OSDS_CONFIG")
             .env("OSDS_LOG", "warn")
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)
