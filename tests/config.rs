@@ -314,3 +314,55 @@ fn kubernetes_service_link_variables_do_not_stop_a_command() {
         stderr(&misspelt)
     );
 }
+
+/// Completions and manual pages come from the command definitions, so they name every command and flag: the
+/// bash script is valid bash, and each page is a roff page of its command.
+#[test]
+fn completions_and_man_pages_come_from_the_command_definitions() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let output = osds().args(["completions", shell]).output().unwrap();
+        assert!(output.status.success(), "{shell}: {}", stderr(&output));
+        let script = String::from_utf8(output.stdout).unwrap();
+        for word in ["reparse", "simulate", "database-url", "trusted-proxy"] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let dir = tempdir("man");
+    let script = dir.join("osds.bash");
+    let bash = osds().args(["completions", "bash"]).output().unwrap();
+    std::fs::write(&script, bash.stdout).unwrap();
+    let checked = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{}", stderr(&checked));
+
+    let pages = dir.join("man1");
+    let man = osds().args(["man", "--dir"]).arg(&pages).output().unwrap();
+    assert!(man.status.success(), "{}", stderr(&man));
+    let page = |name: &str| std::fs::read_to_string(pages.join(format!("{name}.1"))).unwrap();
+    assert!(page("osds").contains(".TH osds 1"));
+    for command in [
+        "serve",
+        "decode",
+        "components",
+        "reparse",
+        "hyp",
+        "simulate",
+        "backup",
+        "restore",
+    ] {
+        let text = page(&format!("osds-{command}"));
+        assert!(
+            text.contains(&format!(
+                ".TH osds-{command} 1  \"osds-{command} {}\"",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{command}: {text}"
+        );
+        assert!(text.contains(".SH OPTIONS"), "{command}");
+    }
+    assert!(page("osds-serve").contains("\\-\\-trusted\\-proxy"));
+    let _ = std::fs::remove_dir_all(dir);
+}

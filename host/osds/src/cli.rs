@@ -56,6 +56,44 @@ pub enum Command {
     Backup(commands::backup::BackupArgs),
     /// Restore a backup as the archive (the service stopped): a new archiveId, report ids never reused.
     Restore(commands::restore::RestoreArgs),
+    /// Print a shell's completion script for osds (e.g. `osds completions bash > /etc/bash_completion.d/osds`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The manual pages of osds and of each command, in roff: written to DIR as `osds.1`, `osds-serve.1`, ...
+    /// (e.g. `osds man --dir /usr/local/share/man/man1`), or printed one after another.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// `osds man`: the top-level page and one page per command (`osds-serve(1)`, ...), each a file in `dir`, or
+/// all on stdout.
+fn man_pages(dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    let root = Cli::command();
+    let mut pages = vec![("osds".to_string(), root.clone())];
+    for sub in root.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("osds-{}", sub.get_name());
+        let page = sub.clone().name(name.clone()).bin_name(name.clone());
+        pages.push((name, page.version(env!("CARGO_PKG_VERSION"))));
+    }
+    for (name, page) in pages {
+        let mut roff = Vec::new();
+        clap_mangen::Man::new(page).render(&mut roff)?;
+        match &dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("create {}", dir.display()))?;
+                let path = dir.join(format!("{name}.1"));
+                std::fs::write(&path, roff).with_context(|| format!("write {}", path.display()))?;
+            }
+            None => std::io::Write::write_all(&mut std::io::stdout().lock(), &roff)?,
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn main() -> ExitCode {
@@ -103,6 +141,11 @@ pub fn main() -> ExitCode {
         Command::Simulate(args) => commands::simulate::run(args),
         Command::Backup(args) => commands::backup::run(args),
         Command::Restore(args) => commands::restore::run(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "osds", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => man_pages(dir),
     };
     match result {
         Ok(code) => code,
