@@ -534,6 +534,79 @@ async fn tls_serves_rest_and_websocket_with_a_self_signed_certificate() {
     assert_eq!(ready["type"], "ready");
 }
 
+/// A renewed certificate is served after SIGHUP, without a restart; files that do not parse keep the one in
+/// service (and the log says so).
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_serves_a_renewed_tls_certificate() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    let (old, new) = (
+        rcgen::generate_simple_self_signed(names.clone()).unwrap(),
+        rcgen::generate_simple_self_signed(names).unwrap(),
+    );
+    let dir = support::tempdir("tls-renewal");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let install = |certified: &rcgen::CertifiedKey<rcgen::KeyPair>| {
+        std::fs::write(&cert, certified.cert.pem()).unwrap();
+        std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    };
+    install(&old);
+    let server = start_server(
+        "ws://127.0.0.1:9",
+        &[
+            "--no-ingest",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    // A client that trusts one certificate only (a fresh connection each time).
+    let trusting = |certified: &rcgen::CertifiedKey<rcgen::KeyPair>| {
+        reqwest::Client::builder()
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).unwrap(),
+            )
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap()
+    };
+    let (old_client, new_client) = (trusting(&old), trusting(&new));
+    let status = server.url("/status");
+    assert!(old_client.get(&status).send().await.is_ok());
+    assert!(new_client.get(&status).send().await.is_err());
+
+    let hangup = || {
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &server.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    install(&new);
+    hangup();
+    eventually(20, "the renewed certificate served", || async {
+        new_client.get(&status).send().await.is_ok().then_some(())
+    })
+    .await;
+    assert!(old_client.get(&status).send().await.is_err());
+
+    std::fs::write(&cert, "not a certificate").unwrap();
+    hangup();
+    eventually(20, "the refused reload logged", || async {
+        server
+            .log()
+            .contains("TLS certificate not reloaded; the one in service stays")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        new_client.get(&status).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn a_request_that_cannot_be_answered_in_time_is_a_503_not_a_hang() {
     // The gateway's deadline layer in front of a handler that answers only when the test lets it: the request

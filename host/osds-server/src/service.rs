@@ -412,7 +412,11 @@ impl Service {
     /// grace at most) and stops in order.
     pub async fn serve(mut self) -> anyhow::Result<()> {
         let tls = match self.tls.take() {
-            Some((cert, key)) => Some(tls::acceptor(&cert, &key)?),
+            Some((cert, key)) => {
+                let served = tls::ServedCertificate::load(&cert, &key)?;
+                reload_certificate_on_hangup(served.clone());
+                Some(served)
+            }
             None => None,
         };
         let listen = self.listen;
@@ -583,6 +587,30 @@ async fn start_detector(
         }
     };
     Ok(Some(handle))
+}
+
+/// SIGHUP reads the TLS certificate and key again (a renewed certificate without a restart); files that
+/// cannot be read or do not fit keep the certificate in service.
+fn reload_certificate_on_hangup(served: tls::ServedCertificate) {
+    tokio::spawn(async move {
+        let Ok(mut hangups) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            tracing::warn!("SIGHUP cannot be watched; the TLS certificate is read at start only");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            match served.reload() {
+                Ok(()) => {
+                    tracing::info!(cert = %served.cert_path().display(), "SIGHUP: TLS certificate reloaded")
+                }
+                Err(error) => tracing::error!(
+                    error = %format!("{error:#}"),
+                    "SIGHUP: TLS certificate not reloaded; the one in service stays"
+                ),
+            }
+        }
+    });
 }
 
 /// SIGHUP installs every component in `dir` that is not loaded yet, through the same validate → canary →

@@ -1,10 +1,11 @@
 //! Optional TLS in the service itself (rustls), so `https://` and `wss://` work without a proxy in front.
 
 use anyhow::Context;
+use arc_swap::ArcSwap;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -34,6 +35,37 @@ pub fn acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// The certificate the listener presents, from its files; read again on [`ServedCertificate::reload`] (SIGHUP),
+/// so a renewed certificate is served without a restart. New connections get the new one; open ones keep theirs.
+#[derive(Clone)]
+pub struct ServedCertificate {
+    cert: PathBuf,
+    key: PathBuf,
+    current: Arc<ArcSwap<TlsAcceptor>>,
+}
+
+impl ServedCertificate {
+    pub fn load(cert: &Path, key: &Path) -> anyhow::Result<ServedCertificate> {
+        Ok(ServedCertificate {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            current: Arc::new(ArcSwap::from_pointee(acceptor(cert, key)?)),
+        })
+    }
+
+    /// Reads the files again; when they cannot be read or do not fit together, the certificate in service
+    /// stays, and the error says why.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let acceptor = acceptor(&self.cert, &self.key)?;
+        self.current.store(Arc::new(acceptor));
+        Ok(())
+    }
+
+    pub fn cert_path(&self) -> &Path {
+        &self.cert
+    }
+}
+
 /// Accepts TCP connections and hands over those whose TLS handshake succeeded; a slow or failed handshake
 /// never holds up the others.
 pub struct TlsListener {
@@ -41,7 +73,7 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<TlsListener> {
+    pub fn new(tcp: TcpListener, certificate: ServedCertificate) -> std::io::Result<TlsListener> {
         let (handover, accepted) = mpsc::channel(ACCEPT_QUEUE);
         tokio::spawn(async move {
             loop {
@@ -50,7 +82,7 @@ impl TlsListener {
                     break;
                 }
                 crate::net::socket::no_delay(&stream);
-                let acceptor = acceptor.clone();
+                let acceptor = certificate.current.load_full();
                 let handover = handover.clone();
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
