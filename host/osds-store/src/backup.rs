@@ -541,14 +541,7 @@ mod tests {
             .unwrap()
             .backup
             .path;
-        let session = writer
-            .open_session(
-                "/cq_eew",
-                crate::SocketRole::Primary,
-                "ws://test.invalid/cq_eew",
-            )
-            .await
-            .unwrap();
+        let session = crate::test_archive::cq_session(&mut writer).await;
         writer.ingest(&frames(session, 6..=8)).await.unwrap();
         assert_eq!(writer.high_water(), 8);
         drop(writer);
@@ -562,14 +555,7 @@ mod tests {
         let (store, mut writer) = crate::open(&url).await.unwrap();
         assert_eq!(store.archive_id(), outcome.archive_id);
         assert_eq!(store.high_water().await.unwrap(), outcome.id_floor);
-        let session = writer
-            .open_session(
-                "/cq_eew",
-                crate::SocketRole::Primary,
-                "ws://test.invalid/cq_eew",
-            )
-            .await
-            .unwrap();
+        let session = crate::test_archive::cq_session(&mut writer).await;
         let summary = writer.ingest(&frames(session, 100..=100)).await.unwrap();
         let ids: Vec<i64> = summary.new_versions.iter().map(|v| v.id.0).collect();
         assert_eq!(ids, [outcome.id_floor + 1]);
@@ -607,14 +593,7 @@ mod tests {
                 .unwrap()
                 .backup
                 .path;
-            let session = writer
-                .open_session(
-                    "/cq_eew",
-                    crate::SocketRole::Primary,
-                    "ws://test.invalid/cq_eew",
-                )
-                .await
-                .unwrap();
+            let session = crate::test_archive::cq_session(&mut writer).await;
             writer.ingest(&frames(session, 6..=8)).await.unwrap();
             assert_eq!(writer.high_water(), 8, "a consumer may hold cursor 8");
             writer.close().await.unwrap();
@@ -645,14 +624,7 @@ mod tests {
                     let outcome = outcome.unwrap_or_else(|e| panic!("{what}: {e:#}"));
                     assert!(floor.contains(&outcome.id_floor), "{what}: {outcome:?}");
                     let (_, mut writer) = crate::open(&url).await.unwrap();
-                    let session = writer
-                        .open_session(
-                            "/cq_eew",
-                            crate::SocketRole::Primary,
-                            "ws://test.invalid/cq_eew",
-                        )
-                        .await
-                        .unwrap();
+                    let session = crate::test_archive::cq_session(&mut writer).await;
                     let summary = writer.ingest(&frames(session, 100..=100)).await.unwrap();
                     assert_eq!(summary.new_versions[0].id.0, outcome.id_floor + 1, "{what}");
                     writer.close().await.unwrap();

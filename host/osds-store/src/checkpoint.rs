@@ -85,14 +85,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_wal_is_recycled_while_the_writer_commits() {
         let (_store, mut writer, dir) = archive("checkpoints", 100).await;
-        let session = writer
-            .open_session(
-                "/cq_eew",
-                crate::SocketRole::Primary,
-                "ws://test.invalid/cq_eew",
-            )
-            .await
-            .unwrap();
+        let session = crate::test_archive::cq_session(&mut writer).await;
         for round in 1..=40 {
             let first = round * 50 + 51;
             writer
@@ -118,14 +111,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reports_committed_one_by_one_do_not_restart_the_wal() {
         let (_store, mut writer, dir) = archive("wal-restarts", 10).await;
-        let session = writer
-            .open_session(
-                "/cq_eew",
-                crate::SocketRole::Primary,
-                "ws://test.invalid/cq_eew",
-            )
-            .await
-            .unwrap();
+        let session = crate::test_archive::cq_session(&mut writer).await;
         // The WAL header's salt changes each time the WAL starts over.
         let salt = || std::fs::read(dir.join("osds.db-wal")).unwrap()[16..24].to_vec();
         let mut salts = Vec::new();

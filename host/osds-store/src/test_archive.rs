@@ -16,18 +16,23 @@ pub async fn archive(what: &str, versions: i64) -> (Store, Writer, PathBuf) {
     let (store, mut writer) = open(&format!("sqlite://{}/osds.db", dir.display()))
         .await
         .unwrap();
-    let session = writer
+    let session = cq_session(&mut writer).await;
+    for batch in frames(session, 1..=versions).chunks(500) {
+        writer.ingest(batch).await.unwrap();
+    }
+    (store, writer, dir)
+}
+
+/// Opens the `/cq_eew` session that [`frames`] are received on.
+pub async fn cq_session(writer: &mut Writer) -> i64 {
+    writer
         .open_session(
             "/cq_eew",
             crate::SocketRole::Primary,
             "ws://test.invalid/cq_eew",
         )
         .await
-        .unwrap();
-    for batch in frames(session, 1..=versions).chunks(500) {
-        writer.ingest(batch).await.unwrap();
-    }
-    (store, writer, dir)
+        .unwrap()
 }
 
 /// One frame per number, each a new cq report version (three revisions per event), received on `session`.

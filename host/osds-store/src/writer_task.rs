@@ -706,14 +706,7 @@ mod tests {
     async fn a_retried_commit_records_each_reception_once(url: &str) {
         let (store, mut writer) = crate::open(url).await.unwrap();
         writer.register_ingester("retry").await.unwrap();
-        let session = writer
-            .open_session(
-                "/cq_eew",
-                crate::SocketRole::Primary,
-                "ws://relay.invalid/cq_eew",
-            )
-            .await
-            .unwrap();
+        let session = crate::test_archive::cq_session(&mut writer).await;
         let mut batch = frames(session, 1..=4);
         for (n, frame) in batch.iter_mut().enumerate() {
             frame.reception = Some(n as i64 + 1);

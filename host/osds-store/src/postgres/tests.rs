@@ -764,14 +764,7 @@ async fn two_ingesters_share_one_gap_free_cursor() {
         let url = url.clone();
         tokio::spawn(async move {
             let mut writer = ingester(&url, name).await.unwrap();
-            let session = writer
-                .open_session(
-                    "/cq_eew",
-                    crate::SocketRole::Primary,
-                    "ws://test.invalid/cq_eew",
-                )
-                .await
-                .unwrap();
+            let session = crate::test_archive::cq_session(&mut writer).await;
             for batch in frames(session, numbers).chunks(5) {
                 writer.ingest(batch).await.unwrap();
             }
