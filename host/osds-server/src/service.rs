@@ -592,11 +592,9 @@ async fn start_detector(
 /// SIGHUP reads the TLS certificate and key again (a renewed certificate without a restart); files that
 /// cannot be read or do not fit keep the certificate in service.
 fn reload_certificate_on_hangup(served: tls::ServedCertificate) {
+    #[cfg(unix)]
     tokio::spawn(async move {
-        let Ok(mut hangups) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            tracing::warn!("SIGHUP cannot be watched; the TLS certificate is read at start only");
+        let Some(mut hangups) = hangups("the TLS certificate is read at start only") else {
             return;
         };
         while hangups.recv().await.is_some() {
@@ -618,12 +616,7 @@ fn reload_certificate_on_hangup(served: tls::ServedCertificate) {
 fn reload_on_hangup(components: Arc<ComponentManager>, dir: PathBuf) {
     #[cfg(unix)]
     tokio::spawn(async move {
-        let Ok(mut hangups) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            tracing::warn!(
-                "SIGHUP cannot be watched; reload components with `osds components install`"
-            );
+        let Some(mut hangups) = hangups("reload components with `osds components install`") else {
             return;
         };
         while hangups.recv().await.is_some() {
@@ -631,6 +624,19 @@ fn reload_on_hangup(components: Arc<ComponentManager>, dir: PathBuf) {
             components.reload_dir(&dir).await;
         }
     });
+}
+
+/// SIGHUP as a stream (each reloader watches its own), or none when it cannot be watched: logged, with what
+/// the operator does `instead`.
+#[cfg(unix)]
+fn hangups(instead: &str) -> Option<tokio::signal::unix::Signal> {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(signal) => Some(signal),
+        Err(error) => {
+            tracing::warn!(%error, "SIGHUP cannot be watched; {instead}");
+            None
+        }
+    }
 }
 
 /// Serves until the drain after a shutdown signal ends, or until `grace_over`: the connections still open
