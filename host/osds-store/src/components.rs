@@ -19,11 +19,27 @@ pub struct ChannelComponent {
     pub changed_at: String,
 }
 
-/// A decoder put in service on a running server.
+/// What a recorded change did (`component_changes.action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComponentAction {
+    Install,
+    /// Put back what the channel had before its last change.
+    Rollback,
+}
+
+impl ComponentAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComponentAction::Install => "install",
+            ComponentAction::Rollback => "rollback",
+        }
+    }
+}
+
+/// A component put in service on a running server.
 pub struct ComponentChange {
     pub channel: String,
-    /// `install` or `rollback`.
-    pub action: &'static str,
+    pub action: ComponentAction,
     pub sha256: String,
     /// The bytes, for an installed component.
     pub wasm: Option<Vec<u8>>,
@@ -57,7 +73,7 @@ pub(crate) fn component_change(change: &ComponentChange) -> anyhow::Result<State
              VALUES (?, ?, ?, ?, ?)",
         )
         .bind(change.channel.as_str())
-        .bind(change.action)
+        .bind(change.action.as_str())
         .bind(change.sha256.as_str())
         .bind(change.previous.clone())
         .bind(change.changed_at.as_str());

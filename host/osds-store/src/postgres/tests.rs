@@ -201,7 +201,7 @@ async fn twins(what: &str) -> Twins {
     let sha = hex::encode(sha2::Sha256::digest(&wasm));
     let install = crate::ComponentChange {
         channel: "cq".into(),
-        action: "install",
+        action: crate::ComponentAction::Install,
         sha256: sha.clone(),
         wasm: Some(wasm),
         previous: None,
@@ -209,7 +209,7 @@ async fn twins(what: &str) -> Twins {
     };
     let rollback = crate::ComponentChange {
         channel: "cq".into(),
-        action: "rollback",
+        action: crate::ComponentAction::Rollback,
         sha256: sha.clone(),
         wasm: None,
         previous: Some(sha),
