@@ -283,6 +283,7 @@ fn crate_dependencies(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
         "host/osds-store",
         "host/osds-runtime",
         "host/osds-detector",
+        "host/osds-contract",
         "host/osds-time",
     ];
     let workspace: BTreeSet<&str> = folders

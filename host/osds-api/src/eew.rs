@@ -5,14 +5,9 @@ use crate::gateway;
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, no_params, parse_int};
 use crate::reports::item::ReportPage;
 use crate::reports::pages::source_reports_after;
-use crate::response::eew::{
-    Delivery, DeliveryPage, EewEvent, EewPage, EewReport, Month, Months, Outage, Session,
-};
+use crate::response;
 use crate::response::json;
-use crate::response::status::{
-    Archive, BACKUPS_NOTE, Backups, Decoder, Ingester, LastBackup, Latest, SourceStatus, Status,
-    Writes, file_name,
-};
+use crate::response::status::file_name;
 use crate::sources::SourceFilter;
 use crate::state::AppState;
 use axum::Router;
@@ -21,6 +16,8 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::NaiveDate;
+use osds_contract::eew::{DeliveryPage, EewEvent, EewPage, EewReport, Months};
+use osds_contract::status::{BACKUPS_NOTE, Backups, Latest, SourceStatus, Status};
 use osds_store::{DeliveryId, EventFilter};
 use osds_time::{beijing_day_start_ms, now_ms, now_rfc3339, rfc3339_ms};
 use sha2::{Digest, Sha256};
@@ -108,11 +105,11 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
             current_outage: open_outages
                 .iter()
                 .find(|o| o.source == s.source)
-                .map(Outage::from_row),
+                .map(response::eew::outage),
             state: s,
         })
         .collect();
-    let writes = Writes::from(state.writes.health());
+    let writes = response::status::writes(state.writes.health());
     // A channel is had when a socket of this process or of any running ingester (PostgreSQL) is connected.
     let held = |source: &str| {
         ingesters
@@ -127,14 +124,14 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
     let loaded = decoder_set.decoders();
     let decoders = loaded
         .iter()
-        .map(|d| Decoder::new(d.info(), decoder_set.installed_at(&d.info().sha256)))
+        .map(|d| response::status::decoder(d.info(), decoder_set.installed_at(&d.info().sha256)))
         .collect();
     let backup_files = osds_store::backup::files(&state.backups).await;
     let backups = Backups {
         directory: file_name(&state.backups.directory),
         every_seconds: state.backups.every.map(|every| every.as_secs()),
         keep: state.backups.keep,
-        last: backup_files.first().map(LastBackup::from),
+        last: backup_files.first().map(response::status::last_backup),
         count: backup_files.len(),
         note: BACKUPS_NOTE,
     };
@@ -144,11 +141,11 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         server_time: now_rfc3339(),
         healthy,
         sources,
-        archive: Archive::from(archive),
-        connections: sessions.iter().map(Session::from_row).collect(),
+        archive: response::status::archive(archive),
+        connections: sessions.iter().map(response::eew::session).collect(),
         upstream_sockets: state.upstream.connections(),
-        outages: outages.iter().map(Outage::from_row).collect(),
-        ingesters: ingesters.iter().map(Ingester::from).collect(),
+        outages: outages.iter().map(response::eew::outage).collect(),
+        ingesters: ingesters.iter().map(response::status::ingester).collect(),
         backups,
         decoders,
         writes,
@@ -201,7 +198,7 @@ async fn events(
     }
     let page_data = state.store.events(&filter, horizon).await?;
     let mut response = json(&EewPage {
-        items: page_data.items.iter().map(EewEvent::from_row).collect(),
+        items: page_data.items.iter().map(response::eew::event).collect(),
         total: page_data.total,
         page,
         limit,
@@ -221,12 +218,12 @@ async fn event_detail(state: &AppState, id: &str, export: bool) -> ApiResult {
         .ok_or_else(|| ApiError::not_found(format!("no event {id}")))?;
     let reports = stored.versions.iter().map(|v| EewReport {
         raw_text: export.then(|| String::from_utf8_lossy(&v.raw).into_owned()),
-        ..EewReport::from_row(&v.report)
+        ..osds_store::served::report(&v.report)
     });
     json(&EewEvent {
         reports: Some(reports.collect()),
         exported_at: export.then(now_rfc3339),
-        ..EewEvent::from_row(&stored.event)
+        ..response::eew::event(&stored.event)
     })
 }
 
@@ -263,7 +260,7 @@ async fn deliveries(
     }
     let page = state.store.deliveries(id, DeliveryId(after), limit).await?;
     json(&DeliveryPage {
-        items: page.items.iter().map(Delivery::from_row).collect(),
+        items: page.items.iter().map(response::eew::delivery).collect(),
         next_cursor: page.next_cursor,
     })
 }
@@ -315,7 +312,7 @@ async fn latest(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         }
     }
     json(&Latest {
-        items: rows.iter().map(EewEvent::from_row).collect(),
+        items: rows.iter().map(response::eew::event).collect(),
         sources: state.upstream.source_states(),
         server_time: now_rfc3339(),
         note: LATEST_NOTE,
@@ -328,7 +325,7 @@ async fn months(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
     params.finish()?;
     let rows = state.store.months(source.as_deref()).await?;
     json(&Months {
-        items: rows.iter().map(Month::from_row).collect(),
+        items: rows.iter().map(response::eew::month).collect(),
     })
 }
 

@@ -4,9 +4,7 @@
 
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, PathTexts, parse_int};
-use crate::response::hyp::{
-    HypArchive, HypEvent, HypEventHead, HypEventStation, HypPage, HypPageItem, HypReport, HypStatus,
-};
+use crate::response;
 use crate::response::json;
 use crate::scorecard::Comparison;
 use crate::state::AppState;
@@ -14,6 +12,7 @@ use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, header};
 use axum::routing::get;
+use osds_contract::hyp::{HypArchive, HypEvent, HypPage, HypPageItem, HypReport, HypStatus};
 use osds_store::{HypFilter, HypStationRow};
 use osds_time::now_ms;
 use serde_json::{Value, json};
@@ -50,7 +49,7 @@ impl EventParts {
             .hyp_reports(id)
             .await?
             .iter()
-            .map(HypReport::from_row)
+            .map(response::hyp::report)
             .map(|r| if summarised { r.summarise() } else { r })
             .collect();
         let stations = state.store.hyp_stations(id).await?;
@@ -63,14 +62,10 @@ impl EventParts {
 
     fn event(&mut self, jma: Option<Comparison>, exported_at: Option<i64>) -> HypEvent<'_> {
         HypEvent {
-            head: HypEventHead::from_row(&self.row),
+            head: response::hyp::event_head(&self.row),
             jma,
             reports: std::mem::take(&mut self.reports),
-            stations: self
-                .stations
-                .iter()
-                .map(HypEventStation::from_row)
-                .collect(),
+            stations: self.stations.iter().map(response::hyp::station).collect(),
             exported_at,
         }
     }
@@ -153,7 +148,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
             public_events,
             reports,
         },
-        shaper: shaper.info().into(),
+        shaper: response::hyp::shaper(shaper.info()),
         scorecard: &scorecard.summary,
         server_time: now,
     })
@@ -187,9 +182,9 @@ async fn events(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
             .store
             .hyp_report(&row.id, row.latest_number)
             .await?
-            .map(|r| HypReport::from_row(&r).summarise());
+            .map(|r| response::hyp::report(&r).summarise());
         items.push(HypPageItem {
-            head: HypEventHead::from_row(row),
+            head: response::hyp::event_head(row),
             latest,
         });
     }
@@ -266,7 +261,7 @@ async fn report(
         .hyp_report(id, number)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("event `{id}` has no report {number}")))?;
-    let mut response = json(&HypReport::from_row(&row))?;
+    let mut response = json(&response::hyp::report(&row))?;
     // A report never changes: its payload's hash identifies it. Weak, because the identity, gzip and br bodies
     // of one report share it.
     if let Ok(etag) = HeaderValue::from_str(&format!("W/\"{}\"", row.sha256)) {

@@ -3,9 +3,9 @@
 //! [`SERVED_FORMAT`] names the form; an archive whose texts were rendered in another form is re-rendered when
 //! opened (see [`refresh`]).
 
-use crate::ids::{DeliveryId, ReportId};
 use crate::rows::ReportRow;
-use serde::{Deserialize, Serialize};
+use osds_contract::eew::{DecoderRef, EewReport, raw_url};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use sqlx::{Row, SqliteConnection};
 
@@ -16,7 +16,7 @@ pub const SERVED_FORMAT: i64 = 1;
 /// The version's `EewReport` JSON text.
 pub fn served_json(row: &ReportRow) -> String {
     // Serialising borrowed strings and raw JSON text cannot fail.
-    serde_json::to_string(&EewReport::from_row(row)).unwrap_or_default()
+    serde_json::to_string(&report(row)).unwrap_or_default()
 }
 
 /// The decoded fields as the writer stored them, borrowed as the exact text serde wrote; a field absent or
@@ -58,78 +58,36 @@ fn flag(raw: Option<&RawValue>) -> bool {
     raw.is_some_and(|r| r.get() == "true")
 }
 
-/// `EewReport` (and, with `raw_text`, `EewReportWithRawText`).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EewReport<'a> {
-    pub id: ReportId,
-    pub event_key: &'a str,
-    pub source: &'a str,
-    pub event_id: Option<&'a RawValue>,
-    pub upstream_event_id: Option<&'a RawValue>,
-    pub revision: Option<&'a RawValue>,
-    pub issued_at: Option<&'a RawValue>,
-    pub origin_at: Option<&'a RawValue>,
-    pub received_at: &'a str,
-    pub epicenter: Option<&'a RawValue>,
-    pub latitude: Option<&'a RawValue>,
-    pub longitude: Option<&'a RawValue>,
-    pub depth_km: Option<&'a RawValue>,
-    pub magnitude: Option<&'a RawValue>,
-    pub max_intensity: Option<&'a RawValue>,
-    pub is_final: bool,
-    pub is_cancelled: bool,
-    pub is_test: bool,
-    pub delivery_id: DeliveryId,
-    pub raw_url: String,
-    pub decoder: DecoderRef<'a>,
-    /// Only in exports: the first-received raw text of this version.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub raw_text: Option<String>,
-}
-
-#[derive(Serialize)]
-pub struct DecoderRef<'a> {
-    pub name: &'a str,
-    pub sha256: &'a str,
-}
-
-impl<'a> EewReport<'a> {
-    pub fn from_row(row: &'a ReportRow) -> EewReport<'a> {
-        let decoded: Decoded = serde_json::from_str(&row.decoded).unwrap_or_default();
-        EewReport {
-            id: row.id,
-            event_key: &row.event_key,
-            source: &row.source,
-            event_id: decoded.event_id,
-            upstream_event_id: decoded.upstream_event_id,
-            revision: decoded.revision,
-            issued_at: decoded.issued_at,
-            origin_at: decoded.origin_at,
-            received_at: &row.received_at,
-            epicenter: decoded.epicenter,
-            latitude: decoded.latitude,
-            longitude: decoded.longitude,
-            depth_km: decoded.depth_km,
-            magnitude: decoded.magnitude,
-            max_intensity: decoded.max_intensity,
-            is_final: flag(decoded.is_final),
-            is_cancelled: flag(decoded.is_cancelled),
-            is_test: flag(decoded.is_test),
-            delivery_id: row.delivery_id,
-            raw_url: raw_url(row.delivery_id),
-            decoder: DecoderRef {
-                name: &row.decoder_name,
-                sha256: &row.decoder_sha256,
-            },
-            raw_text: None,
-        }
+/// The version's `EewReport`, borrowing its row.
+pub fn report(row: &ReportRow) -> EewReport<'_> {
+    let decoded: Decoded = serde_json::from_str(&row.decoded).unwrap_or_default();
+    EewReport {
+        id: row.id,
+        event_key: &row.event_key,
+        source: &row.source,
+        event_id: decoded.event_id,
+        upstream_event_id: decoded.upstream_event_id,
+        revision: decoded.revision,
+        issued_at: decoded.issued_at,
+        origin_at: decoded.origin_at,
+        received_at: &row.received_at,
+        epicenter: decoded.epicenter,
+        latitude: decoded.latitude,
+        longitude: decoded.longitude,
+        depth_km: decoded.depth_km,
+        magnitude: decoded.magnitude,
+        max_intensity: decoded.max_intensity,
+        is_final: flag(decoded.is_final),
+        is_cancelled: flag(decoded.is_cancelled),
+        is_test: flag(decoded.is_test),
+        delivery_id: row.delivery_id,
+        raw_url: raw_url(row.delivery_id),
+        decoder: DecoderRef {
+            name: &row.decoder_name,
+            sha256: &row.decoder_sha256,
+        },
+        raw_text: None,
     }
-}
-
-/// A delivery's raw-bytes path in the API.
-pub fn raw_url(delivery_id: DeliveryId) -> String {
-    format!("/api/v1/deliveries/{delivery_id}/raw")
 }
 
 /// Versions rendered per transaction when an archive's texts are written again.
@@ -215,6 +173,7 @@ pub(crate) async fn refresh(conn: &mut SqliteConnection) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::{DeliveryId, ReportId};
     use serde_json::{Map, Value, json};
 
     /// The rendering by value: parse the stored fields, pick, re-serialise. The typed rendering must match
@@ -278,6 +237,7 @@ mod tests {
 #[cfg(test)]
 mod archive_tests {
     use super::*;
+    use crate::ids::ReportId;
     use crate::rows::{REPORT_COLUMNS, report_row};
     use crate::test_archive::archive;
     use sqlx::ConnectOptions;

@@ -1,190 +1,54 @@
-//! The self-sensing family's response bodies (`HypStatus`, `HypReport`, `HypEvent`, … of `schemas/openapi.yaml`).
-//! A report is the shaper's stored payload, every field of it preserved, with `sha256` added.
+//! The self-sensing family's bodies (`osds_contract::hyp`) built from the store's rows.
 
-use crate::scorecard::{Comparison, Summary};
+use osds_contract::hyp::{HypEventHead, HypEventStation, HypReport, Metrics, Peak, Shaper};
 use osds_runtime::ShaperInfo;
-use osds_store::{HypEventRow, HypReportRow, HypStationRow, StationMetric};
-use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
-use serde_json::{Map, Value};
+use osds_store::{HypEventRow, HypReportRow, HypStationRow};
 
-/// `HypReport`, or `HypReportSummary` after [`HypReport::summarise`].
-#[derive(Serialize)]
-pub struct HypReport {
-    #[serde(flatten)]
-    pub payload: Map<String, Value>,
-    /// SHA-256 of the stored payload (not of the HTTP body).
-    pub sha256: String,
+/// `HypReport`: the stored payload, every field of it preserved, with its `sha256`.
+pub fn report(row: &HypReportRow) -> HypReport {
+    HypReport::from_payload(&row.payload, row.sha256.clone())
 }
 
-impl HypReport {
-    pub fn from_row(row: &HypReportRow) -> HypReport {
-        let mut payload: Map<String, Value> =
-            serde_json::from_slice(&row.payload).unwrap_or_default();
-        payload.remove("sha256");
-        HypReport {
-            payload,
-            sha256: row.sha256.clone(),
-        }
+/// `HypEventHead`.
+pub fn event_head(row: &HypEventRow) -> HypEventHead<'_> {
+    HypEventHead {
+        id: &row.id,
+        first_at: row.first_at,
+        updated_at: row.updated_at,
+        status: &row.status,
+        region: &row.region,
     }
-
-    /// The lightweight form: the main parameters, without per-report evidence, station snapshot and source
-    /// frames.
-    pub fn summarise(mut self) -> HypReport {
-        self.payload.remove("stations");
-        self.payload.remove("sourceFrames");
-        if let Some(event) = self.payload.get_mut("event").and_then(Value::as_object_mut) {
-            event.remove("evidence");
-        }
-        self
-    }
-}
-
-/// `HypEventHead` (its keys are snake_case, as the contract has them).
-#[derive(Serialize)]
-pub struct HypEventHead<'a> {
-    pub id: &'a str,
-    pub first_at: i64,
-    pub updated_at: i64,
-    pub status: &'a str,
-    pub region: &'a str,
-}
-
-impl<'a> HypEventHead<'a> {
-    pub fn from_row(row: &'a HypEventRow) -> HypEventHead<'a> {
-        HypEventHead {
-            id: &row.id,
-            first_at: row.first_at,
-            updated_at: row.updated_at,
-            status: &row.status,
-            region: &row.region,
-        }
-    }
-}
-
-/// `HypEvent` (or `HypEventSummary` with summarised reports); with `exportedAt`, `HypExport`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HypEvent<'a> {
-    #[serde(flatten)]
-    pub head: HypEventHead<'a>,
-    /// The official agency's determination of the same quake and how this event compares, `null` while it
-    /// has none (see `docs/self-sensing.md`, "Scorecard").
-    pub jma: Option<Comparison>,
-    pub reports: Vec<HypReport>,
-    pub stations: Vec<HypEventStation<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exported_at: Option<i64>,
-}
-
-/// An item of `HypPage`: the head and the latest report, summarised.
-#[derive(Serialize)]
-pub struct HypPageItem<'a> {
-    #[serde(flatten)]
-    pub head: HypEventHead<'a>,
-    pub latest: Option<HypReport>,
-}
-
-/// `HypPage`.
-#[derive(Serialize)]
-pub struct HypPage<'a> {
-    pub items: Vec<HypPageItem<'a>>,
-    pub total: i64,
-    pub page: i64,
-    pub limit: i64,
 }
 
 /// `HypEventStation`.
-#[derive(Serialize)]
-pub struct HypEventStation<'a> {
-    pub code: &'a str,
-    pub name: Option<&'a str>,
-    pub latitude: f64,
-    pub longitude: f64,
-    pub metrics: Metrics<'a>,
-}
-
-impl<'a> HypEventStation<'a> {
-    pub fn from_row(row: &'a HypStationRow) -> HypEventStation<'a> {
-        HypEventStation {
-            code: &row.code,
-            name: row.name.as_deref(),
-            latitude: row.latitude,
-            longitude: row.longitude,
-            metrics: Metrics(&row.metrics),
-        }
+pub fn station(row: &HypStationRow) -> HypEventStation<'_> {
+    HypEventStation {
+        code: &row.code,
+        name: row.name.as_deref(),
+        latitude: row.latitude,
+        longitude: row.longitude,
+        metrics: Metrics(
+            row.metrics
+                .iter()
+                .map(|m| {
+                    let peak = Peak {
+                        peak: m.peak,
+                        source_at: m.source_at,
+                        received_at: m.received_at,
+                        recovered: m.recovered,
+                    };
+                    (m.metric.as_str(), peak)
+                })
+                .collect(),
+        ),
     }
 }
 
-/// A station's peaks keyed by layered metric (`surface:pgaGal`, …), in stored order.
-pub struct Metrics<'a>(&'a [StationMetric]);
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Peak {
-    peak: f64,
-    source_at: i64,
-    received_at: i64,
-    recovered: bool,
-}
-
-impl Serialize for Metrics<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for m in self.0 {
-            let peak = Peak {
-                peak: m.peak,
-                source_at: m.source_at,
-                received_at: m.received_at,
-                recovered: m.recovered,
-            };
-            map.serialize_entry(&m.metric, &peak)?;
-        }
-        map.end()
-    }
-}
-
-/// `HypStatus`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HypStatus<'a> {
-    pub algorithm: String,
-    /// The detection process's latest state (its own document), null while none has run.
-    pub detector: Option<Value>,
-    pub recorder: Option<Value>,
-    pub errors: Vec<Value>,
-    pub official_eew_takeover: bool,
-    pub station_scope: &'static str,
-    pub sources: Vec<Value>,
-    pub archive: HypArchive,
-    pub shaper: Shaper<'a>,
-    /// The scorecard against the official agency.
-    pub scorecard: &'a Summary,
-    pub server_time: i64,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HypArchive {
-    pub events: i64,
-    pub public_events: i64,
-    pub reports: i64,
-}
-
-/// The shaper component in service.
-#[derive(Serialize)]
-pub struct Shaper<'a> {
-    pub name: &'a str,
-    pub version: &'a str,
-    pub sha256: &'a str,
-}
-
-impl<'a> From<&'a ShaperInfo> for Shaper<'a> {
-    fn from(info: &'a ShaperInfo) -> Shaper<'a> {
-        Shaper {
-            name: &info.name,
-            version: &info.version,
-            sha256: &info.sha256,
-        }
+/// The shaper in service.
+pub fn shaper(info: &ShaperInfo) -> Shaper<'_> {
+    Shaper {
+        name: &info.name,
+        version: &info.version,
+        sha256: &info.sha256,
     }
 }

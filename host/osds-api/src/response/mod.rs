@@ -1,5 +1,5 @@
-//! The response bodies of `schemas/openapi.yaml`, one type per schema, built from the store's rows. Handlers
-//! serialise these and nothing else (errors are `crate::error`).
+//! The response bodies of `schemas/openapi.yaml` (the types of `osds_contract`, one per schema), built from the
+//! store's rows. Handlers serialise these and nothing else (errors are `crate::error`).
 
 pub mod eew;
 pub mod hyp;

@@ -183,7 +183,13 @@ impl ComponentManager {
         }
         let change = Change::Made(ComponentAction::Install);
         self.shaper
-            .put(&mut targets, &self.writer, SHAPER_CHANNEL, change, candidate)
+            .put(
+                &mut targets,
+                &self.writer,
+                SHAPER_CHANNEL,
+                change,
+                candidate,
+            )
             .await
             .map_err(Refusal::from)?;
         tracing::info!(name = %verdict.shaper.name, sha256 = %verdict.shaper.sha256, "shaper installed");
@@ -292,7 +298,13 @@ impl ComponentManager {
         let change = Change::Made(ComponentAction::Install);
         let replaced = self
             .decoders
-            .put(&mut targets, &self.writer, channel, change, candidate.clone())
+            .put(
+                &mut targets,
+                &self.writer,
+                channel,
+                change,
+                candidate.clone(),
+            )
             .await
             .map_err(Refusal::from)?;
         if replaced.is_none() {
@@ -399,7 +411,13 @@ impl ComponentManager {
         }
         let replaced = self
             .decoders
-            .put(&mut targets, &self.writer, channel, recorded, candidate.clone())
+            .put(
+                &mut targets,
+                &self.writer,
+                channel,
+                recorded,
+                candidate.clone(),
+            )
             .await?;
         if replaced.is_none() {
             self.add_channels(candidate.info());

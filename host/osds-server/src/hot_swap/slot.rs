@@ -202,9 +202,9 @@ impl<C: Component, S: Serving<C>> Slot<C, S> {
     /// second rollback undoes the first. Returns the restored component.
     pub async fn rollback(&self, writer: &WriterTask, channel: &str) -> anyhow::Result<Arc<C>> {
         let mut targets = self.lock().await;
-        let restored = targets.remove(channel).with_context(|| {
-            format!("no previous {} of `{channel}` to roll back to", C::KIND)
-        })?;
+        let restored = targets
+            .remove(channel)
+            .with_context(|| format!("no previous {} of `{channel}` to roll back to", C::KIND))?;
         let change = Change::Made(ComponentAction::Rollback);
         if let Err(e) = self
             .put(&mut targets, writer, channel, change, restored.clone())

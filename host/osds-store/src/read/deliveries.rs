@@ -113,7 +113,14 @@ impl Store {
         Ok(DeliveryPage { items, next_cursor })
     }
 
-    /// The exact stored bytes of a delivery and their SHA-256 (lowercase hex).
+    /// The exact stored bytes of a delivery and their SHA-256 (lowercase hex). It takes a delivery's id, and a
+    /// report's is refused (the two numberings are apart):
+    ///
+    /// ```compile_fail
+    /// async fn raw_of(store: &osds_store::Store, report: osds_store::ReportId) {
+    ///     let _ = store.raw(report).await;
+    /// }
+    /// ```
     pub async fn raw(&self, delivery_id: DeliveryId) -> anyhow::Result<Option<(Vec<u8>, String)>> {
         let mut query = Statements::one(
             "SELECT p.bytes, p.sha256 FROM deliveries d JOIN raw_payloads p ON p.sha256 = d.raw_sha256 \
