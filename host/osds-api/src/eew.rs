@@ -141,7 +141,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         server_time: now_rfc3339(),
         healthy,
         sources,
-        archive: response::status::archive(archive),
+        archive,
         connections: sessions.iter().map(response::eew::session).collect(),
         upstream_sockets: state.upstream.connections(),
         outages: outages.iter().map(response::eew::outage).collect(),

@@ -14,7 +14,7 @@ pub struct Status<'a> {
     pub server_time: String,
     pub healthy: bool,
     pub sources: Vec<SourceStatus<'a>>,
-    pub archive: Archive,
+    pub archive: ArchiveCounts,
     pub connections: Vec<Session<'a>>,
     pub upstream_sockets: Vec<ConnectionState>,
     pub outages: Vec<Outage<'a>>,
@@ -81,16 +81,19 @@ pub struct SourceStatus<'a> {
     pub current_outage: Option<Outage<'a>>,
 }
 
-/// `ArchiveCounts`.
-#[derive(Serialize)]
+/// `ArchiveCounts`: what the archive holds, counted by the store.
+#[derive(Debug, Default, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Archive {
+pub struct ArchiveCounts {
     pub events: i64,
     pub versions: i64,
     pub deliveries: i64,
     pub raw_payloads: i64,
+    /// Deliveries that did not decode and have not been recovered by a later decoder.
     pub unparsed: i64,
+    /// The same, per reason (the decoder's error kind, or `unstorable`, a report the archive cannot store).
     pub unparsed_by_reason: std::collections::BTreeMap<String, i64>,
+    /// Unparsed deliveries a later decoder recovered (`osds reparse`).
     pub recovered: i64,
     pub ignored: i64,
     pub duplicates: i64,

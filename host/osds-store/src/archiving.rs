@@ -2,6 +2,7 @@
 //! versions with their texts and events, and versions recovered later (`osds reparse`). Each backend runs these
 //! writes inside its own archiving transaction (`sqlite.rs`, `postgres/`).
 
+use crate::codes::{Code, DeliveryOutcome};
 use crate::db::{Columns, WriteConn};
 use crate::ids::{DeliveryId, ReportId};
 use crate::rows::{ReportRow, ServedReport};
@@ -154,9 +155,9 @@ fn storable(text: String) -> String {
 pub struct IngestSummary {
     /// The versions archived, in id order (consecutive ids), with their served texts.
     pub new_versions: Vec<ServedReport>,
-    /// Units per (channel, outcome): `archived`, `duplicate`, `unparsed` or `ignored`; a unit without a
-    /// channel counts under its `type` (for the operator's metrics).
-    pub units: BTreeMap<(String, &'static str), u64>,
+    /// Units per (channel, outcome); a unit without a channel counts under its `type` (for the operator's
+    /// metrics).
+    pub units: BTreeMap<(String, DeliveryOutcome), u64>,
     /// Highest report id after the commit.
     pub high_water: i64,
 }
@@ -171,7 +172,7 @@ impl IngestSummary {
         self.high_water = self.high_water.max(later.high_water);
     }
 
-    fn tally(&mut self, unit: &UnitRecord, source: Option<&str>, outcome: &'static str) {
+    fn tally(&mut self, unit: &UnitRecord, source: Option<&str>, outcome: DeliveryOutcome) {
         let channel = source
             .or(unit.type_tag.as_deref())
             .unwrap_or("unknown")
@@ -319,7 +320,7 @@ async fn archive_unit<C: ReadContext>(
     unit: &UnitRecord,
     summary: &mut IngestSummary,
 ) -> anyhow::Result<()> {
-    let delivery = |outcome: &'static str| Delivery {
+    let delivery = |outcome: DeliveryOutcome| Delivery {
         id: None,
         incoming,
         raw_sha256,
@@ -334,8 +335,8 @@ async fn archive_unit<C: ReadContext>(
     };
     match &unit.kind {
         UnitKind::Ignored => {
-            delivery("ignored").push(pending);
-            summary.tally(unit, None, "ignored");
+            delivery(DeliveryOutcome::Ignored).push(pending);
+            summary.tally(unit, None, DeliveryOutcome::Ignored);
         }
         UnitKind::Unparsed {
             source,
@@ -348,10 +349,10 @@ async fn archive_unit<C: ReadContext>(
                 decoder: decoder.clone(),
                 error_kind: Some(error_kind.clone()),
                 error_message: Some(message.clone()),
-                ..delivery("unparsed")
+                ..delivery(DeliveryOutcome::Unparsed)
             }
             .push(pending);
-            summary.tally(unit, source.as_deref(), "unparsed");
+            summary.tally(unit, source.as_deref(), DeliveryOutcome::Unparsed);
         }
         UnitKind::Report {
             source,
@@ -365,10 +366,10 @@ async fn archive_unit<C: ReadContext>(
                 decoder: Some(format!("{decoder_name}@{decoder_sha256}")),
                 error_kind: Some(UNSTORABLE.into()),
                 error_message: unstorable_report(report),
-                ..delivery("unparsed")
+                ..delivery(DeliveryOutcome::Unparsed)
             }
             .push(pending);
-            summary.tally(unit, Some(source), "unparsed");
+            summary.tally(unit, Some(source), DeliveryOutcome::Unparsed);
         }
         UnitKind::Report {
             source,
@@ -382,8 +383,8 @@ async fn archive_unit<C: ReadContext>(
                 .version_context(std::mem::take(pending), source, identity, &event_key)
                 .await?;
             let (outcome, report_id) = match context.existing {
-                Some(id) => ("duplicate", id),
-                None => ("new-version", context.next_id),
+                Some(id) => (DeliveryOutcome::Duplicate, id),
+                None => (DeliveryOutcome::NewVersion, context.next_id),
             };
             Delivery {
                 id: Some(context.next_delivery_id),
@@ -395,9 +396,9 @@ async fn archive_unit<C: ReadContext>(
             }
             .push(pending);
             if context.existing.is_some() {
-                summary.tally(unit, Some(source), "duplicate");
+                summary.tally(unit, Some(source), DeliveryOutcome::Duplicate);
             } else {
-                summary.tally(unit, Some(source), "archived");
+                summary.tally(unit, Some(source), DeliveryOutcome::NewVersion);
                 let served = store_version(
                     pending,
                     &context,
@@ -428,7 +429,7 @@ struct Delivery<'a> {
     incoming: &'a Incoming,
     raw_sha256: &'a str,
     unit: &'a UnitRecord,
-    outcome: &'static str,
+    outcome: DeliveryOutcome,
     source: Option<String>,
     report_id: Option<i64>,
     event_key: Option<String>,
@@ -462,7 +463,7 @@ impl Delivery<'_> {
             .bind(self.unit.type_tag.clone().map(storable))
             .bind(self.source)
             .bind(self.incoming.marker.as_str())
-            .bind(self.outcome)
+            .bind(self.outcome.as_str())
             .bind(self.report_id)
             .bind(self.event_key)
             .bind(self.decoder)

@@ -1,6 +1,30 @@
-//! The ingest path's codes, as types: how a delivery came, a socket's role, why a session ended, why an
-//! outage began. Each spells
-//! itself (`as_str`) as the archive stores it and the API shows it; the contract tests pin those spellings.
+//! The ingest path's codes, as types: how a delivery came and what became of it, a socket's role, why a session
+//! ended, why an outage began. Each spells itself (`as_str`) as the archive stores it and the API shows it, and
+//! is read back from that spelling ([`Code::parse`]); the contract tests pin those spellings.
+
+/// A code stored as text: every value, its spelling, and the value a stored text spells.
+pub trait Code: Copy + Sized + 'static {
+    /// What the column holds, for messages: `delivery marker`.
+    const WHAT: &'static str;
+    const ALL: &'static [Self];
+    fn as_str(self) -> &'static str;
+
+    /// The value spelled `text`, if it is one.
+    fn parse(text: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.as_str() == text)
+    }
+
+    /// The value a stored `text` spells; the archive holds only values this service wrote, so another one is
+    /// an error naming it (never a guess).
+    fn stored(text: &str) -> anyhow::Result<Self> {
+        Self::parse(text).ok_or_else(|| {
+            anyhow::anyhow!(
+                "the archive holds `{text}` as a {}, which is not one",
+                Self::WHAT
+            )
+        })
+    }
+}
 
 /// How a delivery arrived (`deliveries.marker`, the spec's values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,8 +37,15 @@ pub enum Marker {
     QueryOrPush,
 }
 
-impl Marker {
-    pub fn as_str(self) -> &'static str {
+impl Code for Marker {
+    const WHAT: &'static str = "delivery marker";
+    const ALL: &'static [Marker] = &[
+        Marker::PrimaryPush,
+        Marker::RedundantPush,
+        Marker::QueryOrPush,
+    ];
+
+    fn as_str(self) -> &'static str {
         match self {
             Marker::PrimaryPush => "primary-websocket-push",
             Marker::RedundantPush => "redundant-websocket-push",
@@ -32,11 +63,56 @@ pub enum SocketRole {
     Redundant,
 }
 
-impl SocketRole {
-    pub fn as_str(self) -> &'static str {
+impl Code for SocketRole {
+    const WHAT: &'static str = "socket role";
+    const ALL: &'static [SocketRole] = &[SocketRole::Primary, SocketRole::Redundant];
+
+    fn as_str(self) -> &'static str {
         match self {
             SocketRole::Primary => "primary",
             SocketRole::Redundant => "redundant",
+        }
+    }
+}
+
+/// What became of a delivered unit (`deliveries.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeliveryOutcome {
+    /// A new report version.
+    NewVersion,
+    /// A version the archive had already.
+    Duplicate,
+    /// No decoder could read it, or its report could not be stored (kept for `osds reparse`).
+    Unparsed,
+    /// Of a type no channel decodes (heartbeats, other agencies' frames).
+    Ignored,
+}
+
+impl Code for DeliveryOutcome {
+    const WHAT: &'static str = "delivery outcome";
+    const ALL: &'static [DeliveryOutcome] = &[
+        DeliveryOutcome::NewVersion,
+        DeliveryOutcome::Duplicate,
+        DeliveryOutcome::Unparsed,
+        DeliveryOutcome::Ignored,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            DeliveryOutcome::NewVersion => "new-version",
+            DeliveryOutcome::Duplicate => "duplicate",
+            DeliveryOutcome::Unparsed => "unparsed",
+            DeliveryOutcome::Ignored => "ignored",
+        }
+    }
+}
+
+impl DeliveryOutcome {
+    /// The `outcome` label of `osds_ingest_units_total` (documented as such: a new version is `archived`).
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            DeliveryOutcome::NewVersion => "archived",
+            other => other.as_str(),
         }
     }
 }
@@ -61,8 +137,22 @@ pub enum EndReason {
     Interrupted,
 }
 
-impl EndReason {
-    pub fn as_str(self) -> &'static str {
+impl Code for EndReason {
+    const WHAT: &'static str = "session end reason";
+    const ALL: &'static [EndReason] = &[
+        EndReason::ClosedByUpstream,
+        EndReason::FrameTooLarge,
+        EndReason::ConnectionLost,
+        EndReason::Silence,
+        EndReason::SendFailed,
+        EndReason::ServiceStopping,
+        EndReason::UpgradeRefused,
+        EndReason::ConnectFailed,
+        EndReason::ConnectTimeout,
+        EndReason::Interrupted,
+    ];
+
+    fn as_str(self) -> &'static str {
         match self {
             EndReason::ClosedByUpstream => "closed_by_upstream",
             EndReason::FrameTooLarge => "frame_too_large",
@@ -89,6 +179,9 @@ pub enum OutageReason {
     ServiceStopped,
     /// The process stopped without closing its sockets (found at the next start).
     StoppedUnexpectedly,
+    /// The only ingesters holding the channel on a PostgreSQL archive stopped without saying so (found by
+    /// another ingester, or by the same one registering again).
+    IngesterStopped,
     /// The last socket carrying the channel (`path`) ended or could not begin.
     SocketLost {
         path: String,
@@ -103,6 +196,7 @@ impl std::fmt::Display for OutageReason {
             OutageReason::ChannelAdded => f.write_str("channel added; not yet connected"),
             OutageReason::ServiceStopped => f.write_str("service stopped"),
             OutageReason::StoppedUnexpectedly => f.write_str("service stopped unexpectedly"),
+            OutageReason::IngesterStopped => f.write_str("ingester stopped"),
             OutageReason::SocketLost { path, reason } => {
                 write!(f, "{path}: {}", reason.map_or("", EndReason::as_str))
             }
@@ -153,6 +247,7 @@ mod tests {
             OutageReason::ChannelAdded,
             OutageReason::ServiceStopped,
             OutageReason::StoppedUnexpectedly,
+            OutageReason::IngesterStopped,
             OutageReason::SocketLost {
                 path: "/sc_eew".into(),
                 reason: Some(EndReason::Silence),
@@ -166,6 +261,7 @@ mod tests {
                 "channel added; not yet connected",
                 "service stopped",
                 "service stopped unexpectedly",
+                "ingester stopped",
                 "/sc_eew: silence"
             ]
         );
@@ -183,6 +279,39 @@ mod tests {
                 "connect_timeout",
                 "interrupted"
             ]
+        );
+    }
+
+    /// Every code reads back as the value that wrote it; what this service never wrote is refused by name.
+    #[test]
+    fn every_code_reads_back_from_its_spelling() {
+        fn round_trip<C: Code + PartialEq + std::fmt::Debug>() {
+            for &code in C::ALL {
+                assert_eq!(C::stored(code.as_str()).unwrap(), code);
+            }
+            let error = C::stored("bogus").unwrap_err().to_string();
+            assert!(
+                error.contains("`bogus`") && error.contains(C::WHAT),
+                "{error}"
+            );
+        }
+        round_trip::<Marker>();
+        round_trip::<SocketRole>();
+        round_trip::<EndReason>();
+        round_trip::<DeliveryOutcome>();
+        assert_eq!(
+            DeliveryOutcome::ALL
+                .iter()
+                .map(|o| o.as_str())
+                .collect::<Vec<_>>(),
+            ["new-version", "duplicate", "unparsed", "ignored"]
+        );
+        assert_eq!(
+            DeliveryOutcome::ALL
+                .iter()
+                .map(|o| o.metric_label())
+                .collect::<Vec<_>>(),
+            ["archived", "duplicate", "unparsed", "ignored"]
         );
     }
 }

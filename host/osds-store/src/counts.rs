@@ -4,23 +4,7 @@
 /// Archive counts and the newest (delivery, reparse, report) ids they were counted at.
 pub(crate) type CountedAt = ((i64, i64, i64), ArchiveCounts);
 
-/// Archive counts for `/status`.
-#[derive(Debug, Default, Clone)]
-pub struct ArchiveCounts {
-    pub events: i64,
-    pub versions: i64,
-    pub deliveries: i64,
-    pub raw_payloads: i64,
-    /// Deliveries that did not decode and have not been recovered by a later decoder.
-    pub unparsed: i64,
-    /// The same, per reason (the decoder's error kind, or `unstorable`: see `archiving::unstorable_report`).
-    pub unparsed_by_reason: std::collections::BTreeMap<String, i64>,
-    /// Unparsed deliveries a later decoder recovered (`osds reparse`).
-    pub recovered: i64,
-    pub ignored: i64,
-    pub duplicates: i64,
-    pub high_water: i64,
-}
+pub use osds_contract::status::ArchiveCounts;
 
 /// Totals of `/events` filters, all counted at one horizon. Events change only with a new report version, which
 /// moves the horizon, so a total stays exact until then: paging through a filter counts once.

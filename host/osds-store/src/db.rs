@@ -209,6 +209,16 @@ impl ReadPool {
         })
     }
 
+    /// Every row of `statement`, each mapped by `map`, which may refuse one (a stored code this service never
+    /// wrote): the first refusal is the error.
+    pub(crate) async fn try_rows<T>(
+        &self,
+        statement: Statements,
+        map: impl Fn(&dyn Columns) -> anyhow::Result<T>,
+    ) -> anyhow::Result<Vec<T>> {
+        self.rows(statement, map).await?.into_iter().collect()
+    }
+
     /// The one row `statement` must return, mapped by `map`.
     pub(crate) async fn one<T>(
         &self,

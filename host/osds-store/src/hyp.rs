@@ -4,6 +4,7 @@
 use crate::db::{Columns, WriteConn};
 use crate::statements::Statements;
 use crate::store::Store;
+use anyhow::Context;
 use hyp_core::EventStatus;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -53,7 +54,7 @@ pub struct HypEventRow {
     pub id: String,
     pub first_at: i64,
     pub updated_at: i64,
-    pub status: String,
+    pub status: EventStatus,
     pub region: String,
     pub latest_number: i64,
 }
@@ -96,15 +97,18 @@ pub struct HypFilter {
 /// Only events that left `candidate` and that no operator hid are public.
 const PUBLIC: &str = "public = 1 AND hidden = 0";
 
-fn event_row(row: &dyn Columns) -> HypEventRow {
-    HypEventRow {
+fn event_row(row: &dyn Columns) -> anyhow::Result<HypEventRow> {
+    let status = row.text("status");
+    Ok(HypEventRow {
         id: row.text("id"),
         first_at: row.int("first_at"),
         updated_at: row.int("updated_at"),
-        status: row.text("status"),
+        status: EventStatus::parse(&status).with_context(|| {
+            format!("the archive holds `{status}` as a self-sensing event status, which is not one")
+        })?,
         region: row.text("region"),
         latest_number: row.int("latest_number"),
-    }
+    })
 }
 
 /// The columns [`event_row`] reads.
@@ -288,7 +292,7 @@ impl Store {
         ));
         page.bind(filter.limit)
             .bind((filter.page - 1).saturating_mul(filter.limit));
-        Ok((self.db.rows(page, event_row).await?, total))
+        Ok((self.db.try_rows(page, event_row).await?, total))
     }
 
     /// A public event; hidden, candidate-only and missing events are all `None`.
@@ -297,7 +301,7 @@ impl Store {
             "SELECT {EVENT_COLUMNS} FROM hyp_events WHERE id = ? AND {PUBLIC}"
         ));
         query.bind(id);
-        self.db.row(query, event_row).await
+        self.db.row(query, event_row).await?.transpose()
     }
 
     /// Every report of an event, by number.

@@ -37,7 +37,7 @@ mod writer_task;
 
 pub use archiving::{Incoming, IngestSummary, Recovered, RecoverySummary, UnitKind, UnitRecord};
 pub use backup::{BackupFile, BackupOutcome, BackupSettings};
-pub use codes::{EndReason, Marker, OutageReason, SocketRole};
+pub use codes::{Code, DeliveryOutcome, EndReason, Marker, OutageReason, SocketRole};
 pub use components::{ChannelComponent, ComponentAction, ComponentChange};
 pub use counts::ArchiveCounts;
 pub use db::is_postgres_url;

@@ -1,7 +1,7 @@
 //! The ingest path's bookkeeping writes (sessions, outages, counters, refused frames), as statements both
 //! backends run. (On PostgreSQL an outage also depends on the other ingesters: `postgres/`.)
 
-use crate::codes::EndReason;
+use crate::codes::{Code, EndReason};
 use crate::statements::Statements;
 use osds_time::now_rfc3339;
 

@@ -1,6 +1,7 @@
 //! What the read queries return: typed rows. The API crate turns them into its response types; nothing here
 //! knows the public JSON.
 
+use crate::codes::{DeliveryOutcome, Marker, SocketRole};
 use crate::db::Columns;
 use crate::ids::{DeliveryId, ReportId};
 
@@ -80,12 +81,12 @@ pub struct DeliveryRow {
     pub received_at: String,
     pub source: Option<String>,
     pub type_tag: Option<String>,
-    pub marker: String,
-    pub outcome: String,
+    pub marker: Marker,
+    pub outcome: DeliveryOutcome,
     pub report_id: Option<ReportId>,
     pub session_id: i64,
     pub path: String,
-    pub role: String,
+    pub role: SocketRole,
     /// The ingester that received it (PostgreSQL archives; `None` on SQLite).
     pub ingester: Option<String>,
     pub unit_index: i64,
@@ -107,10 +108,12 @@ pub struct SessionRow {
     /// The ingester that held it (PostgreSQL archives; `None` on SQLite).
     pub ingester: Option<String>,
     pub path: String,
-    pub role: String,
+    pub role: SocketRole,
     pub started_at: String,
     pub connected_at: Option<String>,
     pub ended_at: Option<String>,
+    /// An `EndReason`'s spelling; archives from before the codes hold the words of their time (`service
+    /// stopped`, a library's message), so it is read as the text it is.
     pub end_reason: Option<String>,
 }
 
@@ -131,7 +134,7 @@ pub struct IngesterRow {
 pub struct OpenSocket {
     pub session_id: i64,
     pub path: String,
-    pub role: String,
+    pub role: SocketRole,
     pub connected_at: String,
 }
 
@@ -141,5 +144,6 @@ pub struct OutageRow {
     pub source: String,
     pub started_at: String,
     pub ended_at: Option<String>,
+    /// An `OutageReason` as its sentence (archives from before the type hold their own sentences).
     pub reason: String,
 }

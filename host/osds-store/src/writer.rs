@@ -4,7 +4,7 @@
 //! committed is each backend's (`sqlite.rs`, `postgres/`).
 
 use crate::archiving::{Incoming, IngestSummary, Recovered, RecoverySummary};
-use crate::codes::OutageReason;
+use crate::codes::{Code, OutageReason};
 use crate::components::{ComponentChange, component_change};
 use crate::error::WriteError;
 use crate::hyp::{self, HypReportInput, StationMetric};

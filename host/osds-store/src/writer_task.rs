@@ -391,7 +391,7 @@ async fn run(
                 let count = batch.len();
                 if let Some(summary) = archive(&mut writer, &state, batch).await {
                     for ((source, outcome), units) in &summary.units {
-                        metrics::counter!("osds_ingest_units_total", "source" => source.clone(), "outcome" => *outcome)
+                        metrics::counter!("osds_ingest_units_total", "source" => source.clone(), "outcome" => outcome.metric_label())
                             .increment(*units);
                     }
                     if let (Some(first), Some(last)) =

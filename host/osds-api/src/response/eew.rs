@@ -1,7 +1,7 @@
 //! The EEW family's bodies (`osds_contract::eew`) built from the store's rows.
 
 use osds_contract::eew::{Delivery, DeliveryConnection, EewEvent, Month, Outage, Session, raw_url};
-use osds_store::{DeliveryRow, EventRow, MonthRow, OutageRow, SessionRow};
+use osds_store::{Code, DeliveryRow, EventRow, MonthRow, OutageRow, SessionRow};
 use serde_json::value::RawValue;
 
 /// `EewEvent` of an event row (no reports, not an export).
@@ -27,13 +27,13 @@ pub fn delivery(row: &DeliveryRow) -> Delivery<'_> {
         received_at: &row.received_at,
         source: row.source.as_deref(),
         type_tag: row.type_tag.as_deref(),
-        marker: &row.marker,
-        outcome: &row.outcome,
+        marker: row.marker.as_str(),
+        outcome: row.outcome.as_str(),
         report_id: row.report_id,
         session_id: row.session_id,
         connection: DeliveryConnection {
             path: &row.path,
-            role: &row.role,
+            role: row.role.as_str(),
             ingester: row.ingester.as_deref(),
         },
         unit_index: row.unit_index,
@@ -57,7 +57,7 @@ pub fn session(row: &SessionRow) -> Session<'_> {
         session_id: row.id,
         ingester: row.ingester.as_deref(),
         path: &row.path,
-        role: &row.role,
+        role: row.role.as_str(),
         started_at: &row.started_at,
         connected_at: row.connected_at.as_deref(),
         ended_at: row.ended_at.as_deref(),

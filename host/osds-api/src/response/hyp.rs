@@ -15,7 +15,7 @@ pub fn event_head(row: &HypEventRow) -> HypEventHead<'_> {
         id: &row.id,
         first_at: row.first_at,
         updated_at: row.updated_at,
-        status: &row.status,
+        status: row.status.as_str(),
         region: &row.region,
     }
 }

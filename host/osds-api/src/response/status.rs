@@ -1,10 +1,10 @@
 //! The bodies of `/status` (`osds_contract::status`) built from the store's and the runtime's state.
 
 use osds_contract::status::{
-    Archive, Decoder, Dropped, Ingester, IngesterSocket, LastBackup, WriteFailure, Writes,
+    Decoder, Dropped, Ingester, IngesterSocket, LastBackup, WriteFailure, Writes,
 };
 use osds_runtime::DecoderInfo;
-use osds_store::{ArchiveCounts, BackupFile, IngesterRow, WriteHealth};
+use osds_store::{BackupFile, Code, IngesterRow, WriteHealth};
 
 /// `Ingester`.
 pub fn ingester(row: &IngesterRow) -> Ingester<'_> {
@@ -18,7 +18,7 @@ pub fn ingester(row: &IngesterRow) -> Ingester<'_> {
             .map(|s| IngesterSocket {
                 session_id: s.session_id,
                 path: &s.path,
-                role: &s.role,
+                role: s.role.as_str(),
                 connected_at: &s.connected_at,
             })
             .collect(),
@@ -42,22 +42,6 @@ pub fn writes(health: WriteHealth) -> Writes {
             .into_iter()
             .map(|(source, frames)| Dropped { source, frames })
             .collect(),
-    }
-}
-
-/// `ArchiveCounts`.
-pub fn archive(c: ArchiveCounts) -> Archive {
-    Archive {
-        events: c.events,
-        versions: c.versions,
-        deliveries: c.deliveries,
-        raw_payloads: c.raw_payloads,
-        unparsed: c.unparsed,
-        unparsed_by_reason: c.unparsed_by_reason,
-        recovered: c.recovered,
-        ignored: c.ignored,
-        duplicates: c.duplicates,
-        high_water: c.high_water,
     }
 }
 

@@ -296,20 +296,9 @@ impl ComponentManager {
             });
         }
         let change = Change::Made(ComponentAction::Install);
-        let replaced = self
-            .decoders
-            .put(
-                &mut targets,
-                &self.writer,
-                channel,
-                change,
-                candidate.clone(),
-            )
+        self.put_decoder(&mut targets, channel, change, candidate)
             .await
             .map_err(Refusal::from)?;
-        if replaced.is_none() {
-            self.add_channels(candidate.info());
-        }
         tracing::info!(
             channel,
             name = %verdict.decoder.name,
@@ -409,19 +398,8 @@ impl ComponentManager {
         if verdict.canary.new_errors > 0 {
             tracing::warn!(channel, new_errors = verdict.canary.new_errors, name = %verdict.decoder.name, "the canary of a decoder another process installed found new errors here");
         }
-        let replaced = self
-            .decoders
-            .put(
-                &mut targets,
-                &self.writer,
-                channel,
-                recorded,
-                candidate.clone(),
-            )
+        self.put_decoder(&mut targets, channel, recorded, candidate)
             .await?;
-        if replaced.is_none() {
-            self.add_channels(candidate.info());
-        }
         tracing::info!(channel, name = %verdict.decoder.name, sha256 = %change.sha256, "decoder installed by another process put in service");
         Ok(())
     }
@@ -533,6 +511,25 @@ impl ComponentManager {
         tokio::task::spawn_blocking(move || C::load(&runtime, &wasm))
             .await
             .context("loading the component failed")?
+    }
+
+    /// Puts `decoder` in service on `channel` through the decoders' slot; a channel's first decoder opens its
+    /// upstream connections.
+    async fn put_decoder(
+        &self,
+        targets: &mut slot::Targets<DecoderComponent>,
+        channel: &str,
+        change: Change<'_>,
+        decoder: Arc<DecoderComponent>,
+    ) -> anyhow::Result<()> {
+        let replaced = self
+            .decoders
+            .put(targets, &self.writer, channel, change, decoder.clone())
+            .await?;
+        if replaced.is_none() {
+            self.add_channels(decoder.info());
+        }
+        Ok(())
     }
 
     /// Opens the upstream connections of a channel its first decoder brought.

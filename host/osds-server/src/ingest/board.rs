@@ -3,6 +3,7 @@
 
 use osds_api::upstream::{ConnectionState, SourceState, Upstream};
 use osds_runtime::DecoderSet;
+use osds_store::Code;
 use osds_time::now_rfc3339;
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -8,7 +8,7 @@ use super::socket::{self, Socket};
 use futures_util::{SinkExt, StreamExt};
 use osds_runtime::SharedDecoders;
 use osds_runtime::units;
-use osds_store::{EndReason, Marker, OutageReason, SocketRole, WriterTask};
+use osds_store::{Code, EndReason, Marker, OutageReason, SocketRole, WriterTask};
 use osds_time::now_rfc3339;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;

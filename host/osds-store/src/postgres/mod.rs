@@ -13,7 +13,7 @@ use crate::archiving::{
     Incoming, IngestSummary, ReadContext, Recovered, RecoverySummary, VersionContext,
     archive_batch, recover_in,
 };
-use crate::codes::EndReason;
+use crate::codes::{Code, EndReason, OutageReason};
 use crate::db::{ReadPool, WriteConn, ingester_runs};
 use crate::hyp::{self, HypReportInput, StationMetric};
 use crate::ids::POSTGRES_HORIZON as HORIZON;
@@ -393,7 +393,7 @@ fn stale_holders() -> Statements {
     // The outage begins when the last of its holders was last known alive (never before it took the channel).
     s.push(&format!(
         "INSERT INTO outages (source, started_at, reason) \
-         SELECT h.source, COALESCE(MAX(GREATEST(l.alive_at, h.since)), ?), 'ingester stopped' \
+         SELECT h.source, COALESCE(MAX(GREATEST(l.alive_at, h.since)), ?), ? \
          FROM channel_holders h \
          LEFT JOIN ingesters i ON i.number = h.ingester LEFT JOIN liveness l ON l.ingester = i.name \
          WHERE NOT {} \
@@ -403,7 +403,8 @@ fn stale_holders() -> Statements {
         ingester_runs("h.ingester"),
         ingester_runs("o.ingester"),
     ))
-    .bind(now_rfc3339());
+    .bind(now_rfc3339())
+    .bind(OutageReason::IngesterStopped.to_string());
     s.push(&format!(
         "DELETE FROM channel_holders h WHERE NOT {}",
         ingester_runs("h.ingester")

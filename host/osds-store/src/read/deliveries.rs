@@ -1,6 +1,7 @@
 //! Reads of reception records: an event's deliveries, a delivery's raw bytes, and the archived units
 //! `osds reparse` and the canary go through.
 
+use crate::codes::{Code, DeliveryOutcome, Marker, SocketRole};
 use crate::db::{Columns, ReadPool};
 use crate::ids::{DeliveryId, ReportId};
 use crate::rows::DeliveryRow;
@@ -92,21 +93,23 @@ impl Store {
         query.bind(event_id).bind(event_id).bind(after).bind(limit);
         let items: Vec<DeliveryRow> = self
             .db
-            .rows(query, |row| DeliveryRow {
-                id: DeliveryId(row.int("id")),
-                received_at: row.text("received_at"),
-                source: row.opt_text("source"),
-                type_tag: row.opt_text("type_tag"),
-                marker: row.text("marker"),
-                outcome: row.text("outcome"),
-                report_id: row.opt_int("report_id").map(ReportId),
-                session_id: row.int("session_id"),
-                path: row.text("path"),
-                role: row.text("role"),
-                ingester: row.opt_text("ingester"),
-                unit_index: row.int("unit_index"),
-                raw_sha256: row.text("raw_sha256"),
-                size: row.int("size"),
+            .try_rows(query, |row| {
+                Ok(DeliveryRow {
+                    id: DeliveryId(row.int("id")),
+                    received_at: row.text("received_at"),
+                    source: row.opt_text("source"),
+                    type_tag: row.opt_text("type_tag"),
+                    marker: Marker::stored(&row.text("marker"))?,
+                    outcome: DeliveryOutcome::stored(&row.text("outcome"))?,
+                    report_id: row.opt_int("report_id").map(ReportId),
+                    session_id: row.int("session_id"),
+                    path: row.text("path"),
+                    role: SocketRole::stored(&row.text("role"))?,
+                    ingester: row.opt_text("ingester"),
+                    unit_index: row.int("unit_index"),
+                    raw_sha256: row.text("raw_sha256"),
+                    size: row.int("size"),
+                })
             })
             .await?;
         let next_cursor = items.last().map_or(after, |d| d.id);

@@ -1,5 +1,6 @@
 //! Reads behind `/status`: the archive's counts, sessions, ingesters, outages, liveness, counters.
 
+use crate::codes::{Code, SocketRole};
 use crate::counts::ArchiveCounts;
 use crate::db::Columns;
 use crate::rows::{IngesterRow, OpenSocket, OutageRow, SessionRow};
@@ -93,15 +94,17 @@ impl Store {
         ));
         query.bind(limit);
         self.db
-            .rows(query, |r| SessionRow {
-                id: r.int("id"),
-                ingester: r.opt_text("ingester"),
-                path: r.text("path"),
-                role: r.text("role"),
-                started_at: r.text("started_at"),
-                connected_at: r.opt_text("connected_at"),
-                ended_at: r.opt_text("ended_at"),
-                end_reason: r.opt_text("end_reason"),
+            .try_rows(query, |r| {
+                Ok(SessionRow {
+                    id: r.int("id"),
+                    ingester: r.opt_text("ingester"),
+                    path: r.text("path"),
+                    role: SocketRole::stored(&r.text("role"))?,
+                    started_at: r.text("started_at"),
+                    connected_at: r.opt_text("connected_at"),
+                    ended_at: r.opt_text("ended_at"),
+                    end_reason: r.opt_text("end_reason"),
+                })
             })
             .await
     }
@@ -142,16 +145,14 @@ impl Store {
         );
         let sockets = self
             .db
-            .rows(open, |r| {
-                (
-                    r.text("ingester"),
-                    OpenSocket {
-                        session_id: r.int("id"),
-                        path: r.text("path"),
-                        role: r.text("role"),
-                        connected_at: r.text("connected_at"),
-                    },
-                )
+            .try_rows(open, |r| {
+                let socket = OpenSocket {
+                    session_id: r.int("id"),
+                    path: r.text("path"),
+                    role: SocketRole::stored(&r.text("role"))?,
+                    connected_at: r.text("connected_at"),
+                };
+                Ok((r.text("ingester"), socket))
             })
             .await?;
         for (name, socket) in sockets {
