@@ -684,7 +684,7 @@ async fn jma_warnings_score_the_self_sensing_events() {
     relay
         .set_latest("query_jmaeqlist", list.to_string().as_bytes())
         .await;
-    let server = start_server_in(dir, &relay.url(), &[]);
+    let server = start_server_in(dir, &relay.url(), &["--metrics-listen", "127.0.0.1:0"]);
     assert!(
         relay
             .wait_connected("/all_eew", 1, std::time::Duration::from_secs(20))
@@ -764,6 +764,34 @@ async fn jma_warnings_score_the_self_sensing_events() {
     assert!(
         scorecard["medianEpicentreKm"].as_f64().unwrap() <= 30.0,
         "{scorecard}"
+    );
+    // The same figures in the metrics, the median among them once a quake matched.
+    let metrics_url = server
+        .stdout()
+        .iter()
+        .find_map(|line| line.strip_prefix("osds: metrics ").map(str::to_owned))
+        .expect("the metrics address on stdout");
+    let scraped = reqwest::get(&metrics_url)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let gauge = |name: &str| -> f64 {
+        scraped
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no series {name} in:\n{scraped}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(gauge("osds_hyp_scorecard_matched"), 1.0);
+    assert_eq!(gauge("osds_hyp_scorecard_ours_unmatched"), 0.0);
+    assert_eq!(gauge("osds_hyp_scorecard_agency_missed"), 1.0);
+    assert_eq!(
+        gauge("osds_hyp_scorecard_median_epicentre_km"),
+        scorecard["medianEpicentreKm"].as_f64().unwrap()
     );
 
     let page = get_json(&server.url("/hyp/events")).await;

@@ -570,6 +570,121 @@ async fn logs_are_json_on_request_with_each_request_routed_timed_and_uncoloured(
     );
 }
 
+/// The series of the README's Metrics table.
+fn documented_series() -> Vec<String> {
+    let readme = std::fs::read_to_string(support::tests_dir().join("../README.md")).unwrap();
+    let names: Vec<String> = readme
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `osds_"))
+        .flat_map(|line| {
+            let cell = line.split(" |").next().unwrap();
+            format!("`osds_{cell}")
+                .split(", ")
+                .map(|name| name.trim_matches('`').to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(names.len() > 30, "{names:?}");
+    names
+}
+
+/// The `osds_*` series a PromQL text names (a histogram's `_bucket`, `_sum` and `_count` as the histogram).
+fn series_named(promql: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = promql;
+    while let Some(at) = rest.find("osds_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        let name = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .unwrap_or(name);
+        names.push(name.to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The alert rules and the dashboard in `deploy/` are valid for Prometheus itself (`promtool check rules`, the
+/// rules' own unit tests, each dashboard query parsed as a recording rule) and name only documented series.
+#[test]
+fn the_alert_rules_and_the_dashboard_are_valid_and_name_documented_series() {
+    let promtool = support::promtool();
+    let deploy = support::tests_dir().join("../deploy");
+    let run = |dir: &Path, args: &[&str]| {
+        let output = std::process::Command::new(&promtool)
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "promtool {args:?}: {}",
+            text(&output)
+        );
+    };
+    let rules_dir = deploy.join("prometheus");
+    run(&rules_dir, &["check", "rules", "osds-alerts.yml"]);
+    run(&rules_dir, &["test", "rules", "osds-alerts.test.yml"]);
+
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(deploy.join("grafana/osds-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let queries: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|panel| panel["targets"].as_array().cloned().unwrap_or_default())
+        .map(|target| target["expr"].as_str().unwrap().to_string())
+        .collect();
+    assert!(queries.len() >= 20, "{queries:?}");
+    // Grafana's variables as Prometheus would get them.
+    let rules: Vec<String> = queries
+        .iter()
+        .enumerate()
+        .map(|(n, query)| {
+            let query = query
+                .replace("$__rate_interval", "5m")
+                .replace("$instance", ".*");
+            format!(
+                "      - record: dashboard:query_{n}\n        expr: {}\n",
+                serde_json::to_string(&query).unwrap()
+            )
+        })
+        .collect();
+    let dir = support::tempdir("dashboard-queries");
+    std::fs::write(
+        dir.join("queries.yml"),
+        format!(
+            "groups:\n  - name: dashboard\n    rules:\n{}",
+            rules.concat()
+        ),
+    )
+    .unwrap();
+    run(&dir, &["check", "rules", "queries.yml"]);
+
+    let documented = documented_series();
+    let alerts = std::fs::read_to_string(rules_dir.join("osds-alerts.yml")).unwrap();
+    let mut named = series_named(&alerts);
+    named.extend(queries.iter().flat_map(|q| series_named(q)));
+    assert!(named.len() > 30, "{named:?}");
+    let undocumented: Vec<&String> = named.iter().filter(|n| !documented.contains(n)).collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in the README's table: {undocumented:?}"
+    );
+    // Each documented series is on the dashboard or in an alert.
+    let unwatched: Vec<&String> = documented.iter().filter(|d| !named.contains(d)).collect();
+    assert!(
+        unwatched.is_empty(),
+        "not on the dashboard or in an alert: {unwatched:?}"
+    );
+}
+
 /// The value of the sample `name{labels…}` in Prometheus text (labels in any order), if there is one.
 fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     text.lines()
@@ -790,6 +905,33 @@ async fn prometheus_metrics_are_served_on_their_own_listener() {
     })
     .await;
     drop(sse);
+
+    // After this traffic every series the README lists is there (`# TYPE` comes with the first sample), but
+    // the scorecard's median, which comes with the first matched quake (tests/detector.rs checks it).
+    let scraped = scrape().await;
+    let missing: Vec<String> = documented_series()
+        .into_iter()
+        .filter(|name| name != "osds_hyp_scorecard_median_epicentre_km")
+        .filter(|name| !scraped.contains(&format!("# TYPE {name} ")))
+        .collect();
+    assert!(missing.is_empty(), "not exported: {missing:?}\n{scraped}");
+    // Series known at start are there at zero before anything happened.
+    for (name, labels) in [
+        ("osds_ingest_dropped_frames_total", &[("source", "cq")][..]),
+        (
+            "osds_http_rate_limited_total",
+            &[("limit", "concurrent")][..],
+        ),
+        ("osds_hyp_frames_total", &[][..]),
+        ("osds_hyp_reports_total", &[("outcome", "failed")][..]),
+        ("osds_hyp_scorecard_ours_unmatched", &[][..]),
+    ] {
+        assert_eq!(
+            sample(&scraped, name, labels),
+            Some(0.0),
+            "{name} {labels:?}"
+        );
+    }
 
     // The public address is refused for metrics.
     let refused = run_osds(

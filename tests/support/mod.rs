@@ -175,6 +175,24 @@ pub fn schemathesis() -> PathBuf {
         .clone()
 }
 
+/// Prometheus's `promtool`, unpacked by `.ci/install-promtool` (from Debian's `prometheus` package) under the
+/// target directory the first time a test needs it.
+pub fn promtool() -> PathBuf {
+    static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("promtool");
+            let status = std::process::Command::new("bash")
+                .arg(tests_dir().join("../.ci/install-promtool"))
+                .arg(&dir)
+                .status()
+                .expect("run .ci/install-promtool");
+            assert!(status.success(), ".ci/install-promtool failed");
+            dir.join("promtool")
+        })
+        .clone()
+}
+
 /// GET `url` and parse the JSON body; panics with the body on a non-2xx status.
 pub async fn get_json(url: &str) -> serde_json::Value {
     let response = reqwest::get(url)

@@ -64,6 +64,7 @@ impl Exporter {
         mut shutdown: watch::Receiver<bool>,
     ) -> anyhow::Result<()> {
         let address = self.listener.local_addr()?;
+        at_zero(&upstream.sources());
         let upkeep = self.handle.clone();
         let mut upkeep_shutdown = shutdown.clone();
         tokio::spawn(async move {
@@ -140,6 +141,42 @@ async fn scrape(State(scrape): State<Scrape>) -> impl IntoResponse {
         )],
         scrape.handle.render(),
     )
+}
+
+/// Every series whose labels are known at start, at zero until something happens: an alert on an increase or
+/// a rate needs the series before its first event, and `absent()` must not fire on a quiet service. (Series
+/// labelled by what traffic brings, a route, a component, a disconnect's reason, appear with it; timestamps with
+/// the first message or commit.)
+fn at_zero(sources: &[String]) {
+    for source in sources {
+        metrics::counter!("osds_ingest_dropped_frames_total", "source" => source.clone())
+            .increment(0);
+    }
+    for protocol in ["sse", "ws"] {
+        metrics::gauge!("osds_live_subscribers", "protocol" => protocol).increment(0.0);
+        metrics::gauge!("osds_live_replay_backlog_reports", "protocol" => protocol).increment(0.0);
+        metrics::counter!("osds_live_deliveries_total", "protocol" => protocol).increment(0);
+    }
+    for limit in ["rate", "concurrent", "open_connections"] {
+        metrics::counter!("osds_http_rate_limited_total", "limit" => limit).increment(0);
+    }
+    for name in [
+        "osds_hyp_frames_total",
+        "osds_hyp_missing_images_total",
+        "osds_hyp_undecodable_images_total",
+    ] {
+        metrics::counter!(name).increment(0);
+    }
+    for outcome in ["archived", "failed"] {
+        metrics::counter!("osds_hyp_reports_total", "outcome" => outcome).increment(0);
+    }
+    for name in [
+        "osds_hyp_scorecard_matched",
+        "osds_hyp_scorecard_ours_unmatched",
+        "osds_hyp_scorecard_agency_missed",
+    ] {
+        metrics::gauge!(name).increment(0.0);
+    }
 }
 
 /// The `# HELP` line of every metric.

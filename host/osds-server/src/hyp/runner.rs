@@ -133,17 +133,6 @@ impl Runner {
             recorder = self.recorder.is_some(),
             "hyp detector started"
         );
-        // Every series from the start, at zero until something happens (an alert on a rate needs the series).
-        for name in [
-            "osds_hyp_frames_total",
-            "osds_hyp_missing_images_total",
-            "osds_hyp_undecodable_images_total",
-        ] {
-            metrics::counter!(name).increment(0);
-        }
-        for outcome in ["archived", "failed"] {
-            metrics::counter!("osds_hyp_reports_total", "outcome" => outcome).increment(0);
-        }
         self.close_leftovers().await;
         loop {
             let frame = tokio::select! {
