@@ -626,8 +626,13 @@ async fn a_full_disk_holds_frames_in_order_until_there_is_room_and_sigterm_still
     std::fs::remove_file(&filler).unwrap();
     let archive = wait_archive(&server, "the queued reports", |a| a["versions"] == 4).await;
     assert_eq!(archive["deliveries"], 7);
-    let writes_now = writes(&server).await;
-    assert_eq!(writes_now["writable"], true, "{writes_now}");
+    // The writer says it is writable again once it has seen its commit through (a reader may see the commit
+    // first).
+    let writes_now = eventually(20, "writable again", || async {
+        let writes = writes(&server).await;
+        (writes["writable"] == true).then_some(writes)
+    })
+    .await;
     assert_eq!(writes_now["queuedFrames"], 0);
     assert_eq!(writes_now["dropped"], serde_json::json!([]));
     let status = get_json(&server.url("/status")).await;

@@ -570,10 +570,10 @@ async fn logs_are_json_on_request_with_each_request_routed_timed_and_uncoloured(
     );
 }
 
-/// The series of the README's Metrics table.
+/// The series of the Metrics table in docs/operating.md.
 fn documented_series() -> Vec<String> {
-    let readme = std::fs::read_to_string(support::tests_dir().join("../README.md")).unwrap();
-    let names: Vec<String> = readme
+    let page = std::fs::read_to_string(support::tests_dir().join("../docs/operating.md")).unwrap();
+    let names: Vec<String> = page
         .lines()
         .filter_map(|line| line.strip_prefix("| `osds_"))
         .flat_map(|line| {
@@ -675,7 +675,7 @@ fn the_alert_rules_and_the_dashboard_are_valid_and_name_documented_series() {
     let undocumented: Vec<&String> = named.iter().filter(|n| !documented.contains(n)).collect();
     assert!(
         undocumented.is_empty(),
-        "not in the README's table: {undocumented:?}"
+        "not in the Metrics table of docs/operating.md: {undocumented:?}"
     );
     // Each documented series is on the dashboard or in an alert.
     let unwatched: Vec<&String> = documented.iter().filter(|d| !named.contains(d)).collect();
@@ -906,7 +906,7 @@ async fn prometheus_metrics_are_served_on_their_own_listener() {
     .await;
     drop(sse);
 
-    // After this traffic every series the README lists is there (`# TYPE` comes with the first sample), but
+    // After this traffic every series docs/operating.md lists is there (`# TYPE` comes with the first sample), but
     // the scorecard's median, which comes with the first matched quake (tests/detector.rs checks it).
     let scraped = scrape().await;
     let missing: Vec<String> = documented_series()

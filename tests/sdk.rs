@@ -1,5 +1,5 @@
-//! The README's "Writing a decoder component", followed literally from a folder outside this repository: its
-//! `Cargo.toml`, `src/lib.rs` and frame are taken from the README itself, the crate is built for
+//! docs/decoders.md's "Writing a decoder component", followed literally from a folder outside this repository:
+//! its `Cargo.toml`, `src/lib.rs` and frame are taken from the page itself, the crate is built for
 //! `wasm32-wasip2` against the decoder SDK, and `osds decode --components-dir` decodes the frame with it.
 
 mod support;
@@ -8,14 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::{json_lines, osds, tests_dir};
 
-/// The fenced blocks of the README's "Writing a decoder component" section, in order, as (language, text)
+/// The fenced blocks of docs/decoders.md's "Writing a decoder component" section, in order, as (language, text)
 /// with the list indentation removed.
 fn walkthrough_blocks() -> Vec<(String, String)> {
-    let readme = std::fs::read_to_string(tests_dir().join("../README.md")).unwrap();
-    let start = readme
+    let page = std::fs::read_to_string(tests_dir().join("../docs/decoders.md")).unwrap();
+    let start = page
         .find("## Writing a decoder component")
-        .expect("the README has the walkthrough");
-    let section = &readme[start..];
+        .expect("docs/decoders.md has the walkthrough");
+    let section = &page[start..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
     let mut blocks = Vec::new();
     let mut current: Option<(String, String, usize)> = None;

@@ -184,15 +184,17 @@ async fn main() -> Result<()> {
 }
 
 #[cfg(test)]
-mod readme_tests {
+mod documentation_tests {
     use crate::options::Options;
     use clap::Parser;
 
-    /// The README's `bench/run.sh ARGS` lines are arguments `osds-bench` takes (run.sh passes them on).
+    /// The documentation's `bench/run.sh ARGS` lines are arguments `osds-bench` takes (run.sh passes them on).
     #[test]
-    fn the_readme_run_sh_lines_parse() {
-        let lines =
-            osds_testkit::readme::invocations(&osds_testkit::readme::readme(), &["bench/run.sh"]);
+    fn the_documented_run_sh_lines_parse() {
+        let lines = osds_testkit::readme::invocations(
+            &osds_testkit::readme::documentation(),
+            &["bench/run.sh"],
+        );
         let given: Vec<_> = lines.into_iter().filter(|l| !l.is_empty()).collect();
         assert!(given.len() >= 2, "{given:?}");
         for line in given {

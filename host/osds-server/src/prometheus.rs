@@ -2,7 +2,7 @@
 //! port. Counters and histograms are recorded where things happen, through the `metrics` facade (a no-op
 //! until [`Exporter::bind`] installs the recorder); what the service keeps as state anyway (upstream sockets,
 //! the ingest queue, when each socket and channel last heard from the relay) is read when scraped. Every metric
-//! is listed in the README's Metrics table.
+//! is listed in the Metrics table of docs/operating.md.
 
 use anyhow::Context;
 use axum::Router;

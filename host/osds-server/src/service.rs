@@ -178,7 +178,7 @@ impl Service {
         if postgres && backups.every.take().is_some() {
             tracing::warn!(
                 "periodic backups copy a SQLite file: on PostgreSQL they are off (back the database up with \
-                 pg_dump; README, \"Running on several machines\")"
+                 pg_dump; docs/operating.md, \"Running on several machines\")"
             );
         }
         // Commits of other processes wake the live hub at once (on SQLite the horizon is read every second,

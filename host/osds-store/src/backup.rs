@@ -55,7 +55,7 @@ fn refuse_postgres(database_url: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
         !crate::db::is_postgres_url(database_url),
         "`{database_url}` is a PostgreSQL database: back it up with pg_dump and restore it with pg_restore, \
-         then run `osds restore --database-url URL --ids-above N` (README, \"Running on several machines\"); \
+         then run `osds restore --database-url URL --ids-above N` (docs/operating.md, \"Running on several machines\"); \
          `osds backup` and `osds restore BACKUP` copy SQLite files"
     );
     Ok(())

@@ -171,23 +171,23 @@ fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod readme_tests {
+mod documentation_tests {
     use super::Cli;
     use clap::CommandFactory;
-    use osds_testkit::readme::{invocations, readme, shell_commands};
+    use osds_testkit::readme::{documentation, invocations, shell_commands};
     use std::path::Path;
 
     fn root() -> &'static Path {
         Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
     }
 
-    /// Every `osds …` line of the README, and what it runs through `cargo run -p osds --`, is one the command
-    /// line takes (flags, values and subcommands as written).
+    /// Every `osds …` line of the documentation (the README and `docs/`), and what it runs through
+    /// `cargo run -p osds --`, is one the command line takes (flags, values and subcommands as written).
     #[test]
-    fn every_osds_command_of_the_readme_parses() {
-        let readme = readme();
-        let mut lines = invocations(&readme, &["osds"]);
-        for cargo in invocations(&readme, &["cargo", "run"]) {
+    fn every_osds_command_of_the_documentation_parses() {
+        let docs = documentation();
+        let mut lines = invocations(&docs, &["osds"]);
+        for cargo in invocations(&docs, &["cargo", "run"]) {
             if let Some(dash) = cargo.iter().position(|w| w == "--")
                 && cargo.windows(2).any(|w| w == ["-p", "osds"])
             {
@@ -206,7 +206,7 @@ mod readme_tests {
     /// Every `cargo` line names packages, binaries and benchmarks of the workspace; every script it runs is
     /// there and executable.
     #[test]
-    fn every_cargo_line_and_script_of_the_readme_names_what_exists() {
+    fn every_cargo_line_and_script_of_the_documentation_names_what_exists() {
         let root = root();
         let manifest = |dir: &str| -> toml::Table {
             std::fs::read_to_string(root.join(dir).join("Cargo.toml"))
@@ -234,7 +234,7 @@ mod readme_tests {
                 .collect()
         };
         let mut checked = 0;
-        for words in shell_commands(&readme()) {
+        for words in shell_commands(&documentation()) {
             if words[0].ends_with(".sh") {
                 let script = root.join(&words[0]);
                 let mode = std::os::unix::fs::PermissionsExt::mode(
@@ -278,5 +278,66 @@ mod readme_tests {
             checked += 1;
         }
         assert!(checked >= 8, "{checked}");
+    }
+
+    const REFERENCE_BEGIN: &str = "<!-- flag reference: generated, do not edit by hand -->\n";
+    const REFERENCE_END: &str = "<!-- end of flag reference -->";
+
+    /// Every command's help, as `osds … --help` prints it (environment values hidden: the page must not
+    /// depend on who generated it).
+    fn flag_reference() -> String {
+        fn hide_values(command: clap::Command) -> clap::Command {
+            let command = command.mut_args(|arg| arg.hide_env_values(true));
+            let names: Vec<String> = command
+                .get_subcommands()
+                .map(|sub| sub.get_name().to_owned())
+                .collect();
+            names.iter().fold(command, |command, name| {
+                command.mut_subcommand(name, hide_values)
+            })
+        }
+        fn walk(command: &mut clap::Command, path: &str, out: &mut String) {
+            let help = command.render_long_help().to_string();
+            out.push_str(&format!(
+                "\n### `{path}`\n\n```text\n{}\n```\n",
+                help.trim_end()
+            ));
+            for sub in command.get_subcommands_mut() {
+                if sub.get_name() != "help" {
+                    let path = format!("{path} {}", sub.get_name());
+                    walk(sub, &path, out);
+                }
+            }
+        }
+        let mut command = hide_values(Cli::command());
+        command.build();
+        let mut out = String::new();
+        walk(&mut command, "osds", &mut out);
+        out.push('\n');
+        out
+    }
+
+    /// docs/operating.md's flag reference is the commands' own help, every command and subcommand: a flag added,
+    /// renamed or explained differently changes the page. `OSDS_BLESS=1` writes it again.
+    #[test]
+    fn flag_reference_is_the_commands_help() {
+        let path = root().join("docs/operating.md");
+        let page = std::fs::read_to_string(&path).unwrap();
+        let (head, rest) = page
+            .split_once(REFERENCE_BEGIN)
+            .expect("the reference's start");
+        let (current, tail) = rest.split_once(REFERENCE_END).expect("the reference's end");
+        let generated = flag_reference();
+        assert!(generated.contains("### `osds serve`") && generated.contains("--database-url"));
+        if std::env::var_os("OSDS_BLESS").is_some() {
+            let page = format!("{head}{REFERENCE_BEGIN}{generated}{REFERENCE_END}{tail}");
+            std::fs::write(&path, page).unwrap();
+            return;
+        }
+        assert!(
+            current == generated,
+            "docs/operating.md's flag reference is not the commands' help; write it again with \
+             `OSDS_BLESS=1 cargo test -p osds flag_reference`"
+        );
     }
 }

@@ -244,13 +244,15 @@ mod tests {
     use crate::cli::{Cli, Command as Sub};
     use clap::{CommandFactory, FromArgMatches};
 
-    /// The README's example of a configuration file holds settings `osds serve` takes.
+    /// The documentation's example of a configuration file (docs/operating.md) holds settings `osds serve` takes.
     #[test]
-    fn the_readme_configuration_example_is_one_serve_takes() {
-        let readme = osds_testkit::readme::readme();
-        let (_, block) = readme.split_once("```toml\n").expect("a TOML example");
+    fn the_documented_configuration_example_is_one_serve_takes() {
+        let page = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/operating.md");
+        let page = std::fs::read_to_string(page).unwrap();
+        let (_, block) = page.split_once("```toml\n").expect("a TOML example");
         let (block, _) = block.split_once("```").unwrap();
-        let (command, keys) = with_settings(Cli::command(), block, Path::new("README.md")).unwrap();
+        let (command, keys) =
+            with_settings(Cli::command(), block, Path::new("docs/operating.md")).unwrap();
         assert!(!keys.is_empty());
         check_applicable(&command, &["serve".to_owned()], &keys).unwrap();
         parse(block, &["osds", "serve"]).unwrap();
@@ -386,7 +388,7 @@ mod flag_tests {
         }
     }
 
-    /// What the README promises: every setting of the service and every setting the commands share is also an
+    /// What docs/operating.md promises: every setting of the service and every setting the commands share is also an
     /// environment variable; only per-invocation choices of the one-shot commands are flags alone.
     #[test]
     fn every_setting_of_the_service_is_an_environment_variable() {

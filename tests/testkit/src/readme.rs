@@ -1,12 +1,27 @@
-//! The command lines the README shows, as words, so that each program's own tests can check that it takes the
-//! lines that name it (`osds`, `cargo run -p fake-relay`, `bench/run.sh`, ...).
+//! The command lines the documentation shows (the README and every page of `docs/`), as words, so that each
+//! program's own tests can check that it takes the lines that name it (`osds`, `cargo run -p fake-relay`,
+//! `bench/run.sh`, ...).
 
 use std::path::PathBuf;
 
-/// The repository's README.
-pub fn readme() -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+/// The repository's documentation: the README, then every page of `docs/` (by name), one after another.
+pub fn documentation() -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut pages = vec![root.join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap_or_else(|e| panic!("read docs/: {e}"))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    pages
+        .iter()
+        .map(|path| {
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Every command line of the ```sh blocks of `markdown`, split into words as a shell would (quotes removed),
@@ -101,7 +116,7 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_has_commands() {
-        assert!(invocations(&readme(), &["osds"]).len() > 10);
+    fn the_documentation_has_commands() {
+        assert!(invocations(&documentation(), &["osds"]).len() > 10);
     }
 }

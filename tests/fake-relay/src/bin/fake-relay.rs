@@ -59,18 +59,18 @@ async fn main() -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod readme_tests {
+mod documentation_tests {
     use super::Args;
     use clap::Parser;
     use std::path::Path;
 
-    /// The README's `cargo run -p fake-relay -- ARGS` lines parse, and the frames they replay each go to a
+    /// The documentation's `cargo run -p fake-relay -- ARGS` lines parse, and the frames they replay each go to a
     /// channel the relay serves.
     #[test]
-    fn the_readme_fake_relay_lines_parse_and_replay_routable_frames() {
+    fn the_documented_fake_relay_lines_parse_and_replay_routable_frames() {
         let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
         let lines = osds_testkit::readme::invocations(
-            &osds_testkit::readme::readme(),
+            &osds_testkit::readme::documentation(),
             &["cargo", "run", "-p", "fake-relay", "--"],
         );
         assert!(!lines.is_empty());
