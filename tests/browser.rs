@@ -276,4 +276,37 @@ async fn the_reference_page_renders_every_documented_path_offline() {
     }
     let title = browser.eval("return document.title").await;
     assert!(title.as_str().unwrap().contains("reference"), "{title}");
+    // Every schema is shown with its fields: each field of the document's own schema, by name, on screen,
+    // and a response's schema is a link to them.
+    let shown = browser
+        .eval(
+            "return Object.fromEntries([...document.querySelectorAll('section[data-schema]')]
+                .filter(s => s.offsetHeight > 0)
+                .map(s => [s.dataset.schema,
+                    [...s.querySelectorAll('tr td:first-child code')].map(c => c.innerText)]))",
+        )
+        .await;
+    let schemas = document["components"]["schemas"].as_object().unwrap();
+    for (name, schema) in schemas {
+        let fields: Vec<&String> = schema["properties"]
+            .as_object()
+            .map(|p| p.keys().collect())
+            .unwrap_or_default();
+        let rendered = &shown[name.as_str()];
+        assert!(!rendered.is_null(), "schema {name} not shown: {shown}");
+        for field in fields {
+            assert!(
+                rendered
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|f| f == field.as_str()),
+                "{name}.{field} not shown: {rendered}"
+            );
+        }
+    }
+    let linked = browser
+        .eval("return document.querySelectorAll('section[data-path] a[href=\"#schema-ReportPage\"]').length")
+        .await;
+    assert!(linked.as_u64().unwrap() > 0, "{linked}");
 }

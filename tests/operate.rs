@@ -246,6 +246,21 @@ async fn broken_hostile_and_foreign_components_are_refused() {
     let listed = components(&server, &["list"]).await;
     assert!(listed.status.success());
     assert!(text(&listed).contains("wolfx-cea"), "{}", text(&listed));
+    // Which WIT versions the host accepts, in the list and in /status.
+    assert!(
+        text(&listed).contains("\"accepts\": \"osds:eew@1.x up to 1.0.0\""),
+        "{}",
+        text(&listed)
+    );
+    let status = get_json(&server.url("/status")).await;
+    assert_eq!(
+        status["acceptedWorlds"],
+        serde_json::json!([
+            "osds:eew/decoder@1.0.0",
+            "osds:hyp/shaper@1.0.0",
+            "osds:reference/reference@1.0.0"
+        ])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,5 +1,6 @@
 //! Turns `schemas/openapi.yaml` into what the service serves about itself: the document as JSON
-//! (`/api/v1/openapi.json`) and a readable reference page (`/api/v1/docs`), both made here so the running service
+//! (`/api/v1/openapi.json`) and a readable reference page (`/api/v1/docs`: every path, then every schema with
+//! its fields), both made here so the running service
 //! needs no YAML parser, no network and no script from elsewhere.
 
 use serde_json::Value;
@@ -55,7 +56,7 @@ fn page(document: &Value) -> String {
             summary = escape(summary),
         );
     }
-    html.push_str("</ul></nav>\n");
+    html.push_str("</ul><p><a href=\"#schemas\">Schemas</a>: every body's fields</p></nav>\n");
     for (path, item) in paths {
         let _ = writeln!(
             html,
@@ -73,8 +74,105 @@ fn page(document: &Value) -> String {
         }
         html.push_str("</section>\n");
     }
+    schemas_html(&mut html, document);
     html.push_str("</body></html>\n");
     html
+}
+
+/// Every schema of `components.schemas` with its fields (those of an `allOf` gathered), each field's type
+/// (a linked schema, an array of one, or its bounds and values) and description.
+fn schemas_html(html: &mut String, document: &Value) {
+    let Some(schemas) = document["components"]["schemas"].as_object() else {
+        return;
+    };
+    html.push_str("<section class=\"schemas\" id=\"schemas\"><h2>Schemas</h2>\n");
+    for (name, schema) in schemas {
+        let _ = write!(
+            html,
+            "<section class=\"schema\" id=\"schema-{name}\" data-schema=\"{name}\"><h3><code>{name}</code></h3>{}",
+            text(schema["description"].as_str().unwrap_or("")),
+            name = escape(name),
+        );
+        let mut fields = Vec::new();
+        let mut required = Vec::new();
+        gather_fields(document, schema, &mut fields, &mut required);
+        if fields.is_empty() {
+            let _ = writeln!(html, "<p>{}</p>", type_html(schema));
+        } else {
+            html.push_str("<table><tr><th>field</th><th>type</th><th>description</th></tr>\n");
+            for (field, field_schema) in &fields {
+                let _ = writeln!(
+                    html,
+                    "<tr><td><code>{name}</code>{required}</td><td>{kind}</td><td>{description}</td></tr>",
+                    name = escape(field),
+                    required = if required.contains(field) {
+                        " (required)"
+                    } else {
+                        ""
+                    },
+                    kind = type_html(field_schema),
+                    description = inline(field_schema["description"].as_str().unwrap_or("")),
+                );
+            }
+            html.push_str("</table>\n");
+        }
+        html.push_str("</section>\n");
+    }
+    html.push_str("</section>\n");
+}
+
+/// The fields of `schema` and of every schema its `allOf` names, in order, each once.
+fn gather_fields(
+    document: &Value,
+    schema: &Value,
+    fields: &mut Vec<(String, Value)>,
+    required: &mut Vec<String>,
+) {
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        gather_fields(document, resolve(document, part), fields, required);
+    }
+    for (name, field) in schema["properties"].as_object().into_iter().flatten() {
+        if !fields.iter().any(|(known, _)| known == name) {
+            fields.push((name.clone(), field.clone()));
+        }
+    }
+    for name in schema["required"].as_array().into_iter().flatten() {
+        if let Some(name) = name.as_str() {
+            required.push(name.to_string());
+        }
+    }
+}
+
+/// A schema's type in a few words: a link to the schema it names, an array of something, one of several, or
+/// its type with bounds and values.
+fn type_html(schema: &Value) -> String {
+    if let Some(name) = schema["$ref"]
+        .as_str()
+        .and_then(|reference| reference.strip_prefix("#/components/schemas/"))
+    {
+        return format!(
+            "<a href=\"#schema-{name}\"><code>{name}</code></a>",
+            name = escape(name)
+        );
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(choices) = schema[key].as_array() {
+            return choices
+                .iter()
+                .map(type_html)
+                .collect::<Vec<_>>()
+                .join(" or ");
+        }
+    }
+    if !schema["items"].is_null() {
+        return format!("array of {}", type_html(&schema["items"]));
+    }
+    let summary = schema_summary(schema);
+    if summary.is_empty() {
+        "any".to_string()
+    } else {
+        summary
+    }
 }
 
 fn operation_html(
@@ -126,7 +224,12 @@ fn operation_html(
                 .and_then(|content| content.values().next())
                 .and_then(|media| media["schema"]["$ref"].as_str())
                 .and_then(|reference| reference.rsplit('/').next())
-                .map(|name| format!(" <code>{}</code>", escape(name)))
+                .map(|name| {
+                    format!(
+                        " <a href=\"#schema-{name}\"><code>{name}</code></a>",
+                        name = escape(name)
+                    )
+                })
                 .unwrap_or_default();
             let _ = writeln!(
                 html,

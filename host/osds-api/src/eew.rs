@@ -148,6 +148,7 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
         ingesters: ingesters.iter().map(response::status::ingester).collect(),
         backups,
         decoders,
+        accepted_worlds: osds_runtime::worlds::ALL.iter().map(|w| w.id()).collect(),
         writes,
     })
 }

@@ -21,6 +21,9 @@ pub struct Status<'a> {
     pub ingesters: Vec<Ingester<'a>>,
     pub backups: Backups,
     pub decoders: Vec<Decoder<'a>>,
+    /// The WIT worlds this host runs components of, each with its version (`osds:eew/decoder@1.0.0`): a
+    /// component of the same major version, not newer, is accepted.
+    pub accepted_worlds: Vec<String>,
     pub writes: Writes,
 }
 

@@ -49,7 +49,7 @@ impl DecoderComponent {
     pub fn load(runtime: &Arc<Runtime>, wasm: &[u8]) -> anyhow::Result<DecoderComponent> {
         let (pre, info, sha256) = runtime.load(
             wasm,
-            "osds:eew/decoder@1.0.0",
+            crate::worlds::DECODER,
             bindings::DecoderPre::new,
             |pre, store| pre.instantiate(&mut *store)?.call_info(store),
         )?;

@@ -261,20 +261,21 @@ impl Runtime {
         Ok(Component::new(&self.engine, wasm)?)
     }
 
-    /// The steps every component takes to be loaded: compile, type-check against its world (`typed` builds the
-    /// world's pre-instantiated form; `world` names it in the error), instantiate once and ask for its info.
+    /// The steps every component takes to be loaded: compile, check the version of its world (`world`), type-check
+    /// against it (`typed` builds the world's pre-instantiated form), instantiate once and ask for its info.
     /// Returns the pre-instantiated component, its info and the lowercase hex SHA-256 of `wasm`.
     pub(crate) fn load<P, I>(
         &self,
         wasm: &[u8],
-        world: &str,
+        world: crate::worlds::World,
         typed: impl FnOnce(InstancePre<CallState>) -> wasmtime::Result<P>,
         info: impl FnOnce(&P, &mut Store<CallState>) -> wasmtime::Result<I>,
     ) -> anyhow::Result<(P, I, String)> {
         let component = self.compile(wasm)?;
+        world.check(&self.engine, &component)?;
         let instance_pre = self.linker.instantiate_pre(&component)?;
-        let pre =
-            typed(instance_pre).map_err(|e| anyhow::anyhow!("not an {world} component: {e:#}"))?;
+        let pre = typed(instance_pre)
+            .map_err(|e| anyhow::anyhow!("not an {} component: {e:#}", world.id()))?;
         let mut store = self.store();
         let info = info(&pre, &mut store).map_err(|e| self.call_error(&store, e))?;
         Ok((pre, info, hex::encode(Sha256::digest(wasm))))

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod reference;
 pub mod shaper;
 pub mod units;
+pub mod worlds;
 
 pub use decoder::{DecoderComponent, DecoderInfo};
 pub use decoder_set::{DecoderSet, SharedDecoders};

@@ -49,7 +49,7 @@ impl ReferenceComponent {
     pub fn load(runtime: &Arc<Runtime>, wasm: &[u8]) -> anyhow::Result<ReferenceComponent> {
         let (pre, info, sha256) = runtime.load(
             wasm,
-            "osds:reference/reference@1.0.0",
+            crate::worlds::REFERENCE,
             bindings::ReferencePre::new,
             |pre, store| pre.instantiate(&mut *store)?.call_info(store),
         )?;

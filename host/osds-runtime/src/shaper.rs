@@ -43,7 +43,7 @@ impl ShaperComponent {
     pub fn load(runtime: &Arc<Runtime>, wasm: &[u8]) -> anyhow::Result<ShaperComponent> {
         let (pre, info, sha256) = runtime.load(
             wasm,
-            "osds:hyp/shaper@1.0.0",
+            crate::worlds::SHAPER,
             bindings::ShaperPre::new,
             |pre, store| pre.instantiate(&mut *store)?.call_info(store),
         )?;

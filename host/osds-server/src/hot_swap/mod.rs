@@ -219,7 +219,12 @@ impl ComponentManager {
             }));
         }
         let shaper = self.shaper.serving.load();
+        let accepted: Vec<Value> = osds_runtime::worlds::ALL
+            .iter()
+            .map(|w| json!({"world": w.id(), "accepts": w.accepts()}))
+            .collect();
         json!({
+            "acceptedWorlds": accepted,
             "decoders": decoders,
             "shaper": {
                 "name": shaper.info().name,
