@@ -263,6 +263,65 @@ async fn broken_hostile_and_foreign_components_are_refused() {
     );
 }
 
+/// `components check FILE --fixtures DIR` asks no server: it gives the verdict a running server's check gives
+/// when its canary has the same fixtures and nothing archived, word for word, and the same exit status.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_component_is_checked_offline_as_a_running_server_would_check_it() {
+    // The built-in decoder again (nothing changes) and one that fails most fixtures.
+    let same = guest_component("../components/guests", "decoder_sc.wasm");
+    let broken = guest_component(TEST_DECODERS, "test_decoder_sc_broken.wasm");
+    let fixtures = support::tests_dir().join("fixtures");
+    let fixtures = fixtures.display().to_string();
+    let (_relay, server) = start_connected(
+        RelayConfig::default(),
+        &["--canary-fixtures", &fixtures, "--canary-recent", "0"],
+    )
+    .await;
+    let offline = |file: &Path, fixtures: &str| {
+        run_osds(
+            [
+                "components",
+                "check",
+                path_arg(file),
+                "--fixtures",
+                fixtures,
+                "--admin-socket",
+                "/nonexistent/admin.sock",
+                "--json",
+            ]
+            .map(String::from)
+            .to_vec(),
+        )
+    };
+    let answer = |output: &Output| -> Value {
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {}", text(output)))
+    };
+    for (file, accepted) in [(&same, true), (&broken, false)] {
+        let online = components(&server, &["check", path_arg(file), "--json"]).await;
+        let alone = offline(file, &fixtures).await;
+        assert_eq!(online.status.success(), accepted, "{}", text(&online));
+        assert_eq!(alone.status.success(), accepted, "{}", text(&alone));
+        let (online, alone) = (answer(&online), answer(&alone));
+        assert_eq!(alone["ok"], accepted);
+        assert_eq!(alone["message"], online["message"]);
+        assert_eq!(alone["details"], online["details"]);
+        assert!(
+            alone["message"].as_str().unwrap().contains(" payloads, "),
+            "{alone}"
+        );
+    }
+    // A folder without the channel's frames is refused, saying where they were looked for.
+    let empty = support::tempdir("no-fixtures");
+    let refused = offline(&same, &empty.display().to_string()).await;
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("no fixtures of `sc` in"),
+        "{}",
+        text(&refused)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn rollback_restores_the_previous_decoder() {
     let v2 = guest_component(TEST_DECODERS, "test_decoder_sc_v2.wasm");

@@ -1,6 +1,7 @@
 //! docs/decoders.md's "Writing a decoder component", followed literally from a folder outside this repository:
 //! its `Cargo.toml`, `src/lib.rs` and frame are taken from the page itself, the crate is built for
-//! `wasm32-wasip2` against the decoder SDK, and `osds decode --components-dir` decodes the frame with it.
+//! `wasm32-wasip2` against the decoder SDK, `osds decode --components-dir` decodes the frame with it, and
+//! `osds components check --fixtures` checks it without a server.
 
 mod support;
 
@@ -133,5 +134,28 @@ fn a_decoder_written_outside_the_repository_with_the_sdk_decodes_a_frame() {
     assert!(report["depthKm"].is_null(), "{report}");
     assert_eq!(report["maxIntensity"], 4.0, "{report}");
     assert_eq!(report["isFinal"], true, "{report}");
+
+    // 5. Check it offline as a running server's canary would: the frame in fixtures/demo/.
+    let fixtures = crate_dir.join("fixtures");
+    std::fs::create_dir_all(fixtures.join("demo")).unwrap();
+    std::fs::copy(&frame, fixtures.join("demo/frame.json")).unwrap();
+    let checked = osds()
+        .current_dir(&crate_dir)
+        .args(["components", "check"])
+        .arg(components.join("demo_decoder.wasm"))
+        .args(["--fixtures", "fixtures"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    // A new agency: nothing to compare with, the frame is decoded.
+    assert!(
+        said.contains("is a valid decoder for `demo`; canary: 1 payloads, 0 unchanged, 1 fixed"),
+        "{said}"
+    );
     std::fs::remove_dir_all(&outside).unwrap();
 }

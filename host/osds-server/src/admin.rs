@@ -1,7 +1,7 @@
 //! The local admin channel: a Unix domain socket (never the public port) on which the running server takes
 //! operator commands, one JSON line in and one JSON line out per connection.
 
-use crate::hot_swap::{CanaryReport, ComponentManager, SHAPER_CHANNEL};
+use crate::hot_swap::{ComponentManager, SHAPER_CHANNEL};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -111,14 +111,6 @@ async fn handle(stream: UnixStream, manager: Arc<ComponentManager>) -> anyhow::R
     Ok(())
 }
 
-/// `N payloads, N unchanged, N fixed, N changed, N new errors`.
-fn canary_counts(canary: &CanaryReport) -> String {
-    format!(
-        "{} payloads, {} unchanged, {} fixed, {} changed, {} new errors",
-        canary.payloads, canary.unchanged, canary.fixed, canary.changed, canary.new_errors
-    )
-}
-
 fn wasm_of(hex_text: &str) -> anyhow::Result<Vec<u8>> {
     let wasm = hex::decode(hex_text).context("the component bytes are not hex")?;
     // One sentence for the common mistakes, rather than the parser's byte dump.
@@ -172,37 +164,21 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
                         } else {
                             ""
                         },
-                        canary_counts(&verdict.canary)
+                        verdict.canary.counts()
                     ),
                     details: serde_json::to_value(&verdict).unwrap_or_default(),
                 };
             }
             match manager.check(wasm).await {
                 // What `install` would refuse (without --force), `check` fails.
-                Ok((_, verdict)) if verdict.canary.new_errors > 0 => Response {
-                    ok: false,
-                    message: format!(
-                        "`{}` ({}) is a valid decoder for `{}`, but an install would be refused: the canary \
-                         found {} payload(s) it cannot decode that the current decoder could; canary: {}",
-                        verdict.decoder.name,
-                        verdict.decoder.sha256,
-                        verdict.decoder.source,
-                        verdict.canary.new_errors,
-                        canary_counts(&verdict.canary)
-                    ),
-                    details: serde_json::to_value(&verdict).unwrap_or_default(),
-                },
-                Ok((_, verdict)) => Response {
-                    ok: true,
-                    message: format!(
-                        "`{}` ({}) is a valid decoder for `{}`; canary: {}",
-                        verdict.decoder.name,
-                        verdict.decoder.sha256,
-                        verdict.decoder.source,
-                        canary_counts(&verdict.canary)
-                    ),
-                    details: serde_json::to_value(&verdict).unwrap_or_default(),
-                },
+                Ok((_, verdict)) => {
+                    let (ok, message) = verdict.summary();
+                    Response {
+                        ok,
+                        message,
+                        details: serde_json::to_value(&verdict).unwrap_or_default(),
+                    }
+                }
                 Err(e) => failed(e, Value::Null),
             }
         }
@@ -222,7 +198,7 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
                         "installed the hyp shaper `{}` ({}); canary: {}",
                         verdict.shaper.name,
                         verdict.shaper.sha256,
-                        canary_counts(&verdict.canary)
+                        verdict.canary.counts()
                     ),
                     details: serde_json::to_value(&verdict).unwrap_or_default(),
                 },
@@ -255,7 +231,7 @@ async fn execute(request: Request, manager: &ComponentManager) -> Response {
                         "installed `{}` ({}) for `{channel}`; canary: {}",
                         verdict.decoder.name,
                         verdict.decoder.sha256,
-                        canary_counts(&verdict.canary)
+                        verdict.canary.counts()
                     ),
                     details: serde_json::to_value(&verdict).unwrap_or_default(),
                 },

@@ -100,6 +100,14 @@ pub struct CanaryReport {
 }
 
 impl CanaryReport {
+    /// `N payloads, N unchanged, N fixed, N changed, N new errors`.
+    pub fn counts(&self) -> String {
+        format!(
+            "{} payloads, {} unchanged, {} fixed, {} changed, {} new errors",
+            self.payloads, self.unchanged, self.fixed, self.changed, self.new_errors
+        )
+    }
+
     /// Counts one payload by how the two outcomes compare, keeping the first differences.
     fn record(&mut self, label: String, before: Outcome, after: Outcome) {
         if before.same_as(&after) {
@@ -161,12 +169,11 @@ pub(super) fn shapers(
     report
 }
 
-/// The channel's fixture files (`<fixtures>/<source>/*`) and its `recent` most recent archived payloads, each
-/// with a label.
+/// The channel's fixture files (`<fixtures>/<source>/*`) and, with an archive, its `recent` most recent
+/// archived payloads, each with a label.
 pub(super) async fn decoder_payloads(
     fixtures: Option<&Path>,
-    store: &Store,
-    recent: i64,
+    archived: Option<(&Store, i64)>,
     info: &DecoderInfo,
 ) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let mut payloads = Vec::new();
@@ -187,6 +194,9 @@ pub(super) async fn decoder_payloads(
             }
         }
     }
+    let Some((store, recent)) = archived else {
+        return Ok(payloads);
+    };
     let archived = store
         .canary_payloads(&info.source, &info.claims, recent)
         .await?;

@@ -15,7 +15,7 @@ pub use restart::{InstalledDecoders, installed_decoders, installed_shaper};
 use crate::ingest::{ChannelSpec, Ingester};
 use anyhow::Context;
 use osds_runtime::SharedShaper;
-use osds_runtime::decoder_set::{SharedDecoders, wasm_files};
+use osds_runtime::decoder_set::{DecoderSet, SharedDecoders, wasm_files};
 use osds_runtime::{
     DecoderComponent, DecoderInfo, ReferenceComponent, Runtime, ShaperComponent, ShaperInfo,
     SharedReference,
@@ -237,36 +237,14 @@ impl ComponentManager {
 
     /// Validates `wasm` and runs the canary against the decoder of the channel it claims, without installing.
     pub async fn check(&self, wasm: Vec<u8>) -> anyhow::Result<(Arc<DecoderComponent>, Verdict)> {
-        let candidate = self.load::<DecoderComponent>(wasm).await?;
-        let info = candidate.info().clone();
-        anyhow::ensure!(
-            !info.claims.is_empty(),
-            "component `{}` claims no upstream `type`",
-            info.name
-        );
-        anyhow::ensure!(
-            !info.source.is_empty() && info.upstream_path.starts_with('/'),
-            "component `{}` names no source or no upstream path (`{}`)",
-            info.name,
-            info.upstream_path
-        );
-        let candidate = Arc::new(candidate);
+        let candidate = Arc::new(self.load::<DecoderComponent>(wasm).await?);
         let set = self.decoders.serving.load_full();
-        let current = set.for_source(&info.source);
-        // Fails early when it claims a type another channel's decoder serves.
-        set.with_decoder(candidate.clone())?;
+        let info = candidate.info();
+        validate_decoder(&set, &candidate)?;
+        let archived = Some((&self.store, self.canary_recent));
         let fixtures = self.canary_fixtures.as_deref();
-        let payloads =
-            canary::decoder_payloads(fixtures, &self.store, self.canary_recent, &info).await?;
-        let (new, old) = (candidate.clone(), current.clone());
-        let canary = tokio::task::spawn_blocking(move || canary::decoders(old, new, payloads))
-            .await
-            .context("the canary failed to run")?;
-        let verdict = Verdict {
-            decoder: info,
-            replaces: current.map(|c| c.info().clone()),
-            canary,
-        };
+        let payloads = canary::decoder_payloads(fixtures, archived, info).await?;
+        let verdict = decoder_verdict(&set, candidate.clone(), payloads).await?;
         Ok((candidate, verdict))
     }
 
@@ -550,5 +528,88 @@ impl ComponentManager {
                 query_command: info.query_command.clone(),
             });
         }
+    }
+}
+
+/// A decoder can serve beside the decoders of `set`: it claims an upstream type, names its source and path, and
+/// claims no type another channel's decoder serves.
+fn validate_decoder(set: &DecoderSet, candidate: &Arc<DecoderComponent>) -> anyhow::Result<()> {
+    let info = candidate.info();
+    anyhow::ensure!(
+        !info.claims.is_empty(),
+        "component `{}` claims no upstream `type`",
+        info.name
+    );
+    anyhow::ensure!(
+        !info.source.is_empty() && info.upstream_path.starts_with('/'),
+        "component `{}` names no source or no upstream path (`{}`)",
+        info.name,
+        info.upstream_path
+    );
+    set.with_decoder(candidate.clone())?;
+    Ok(())
+}
+
+/// The canary of `candidate` over `payloads`, against `set`'s decoder of the same channel.
+async fn decoder_verdict(
+    set: &DecoderSet,
+    candidate: Arc<DecoderComponent>,
+    payloads: Vec<(String, Vec<u8>)>,
+) -> anyhow::Result<Verdict> {
+    let info = candidate.info().clone();
+    let current = set.for_source(&info.source);
+    let old = current.clone();
+    let canary = tokio::task::spawn_blocking(move || canary::decoders(old, candidate, payloads))
+        .await
+        .context("the canary failed to run")?;
+    Ok(Verdict {
+        decoder: info,
+        replaces: current.map(|c| c.info().clone()),
+        canary,
+    })
+}
+
+/// `osds components check` without a running service: `wasm` is validated as an install would validate it and
+/// canaried over the channel's fixture files (`<fixtures>/<source>/*`) against `set`'s decoder of that channel
+/// (the built-in decoders, or a components directory's).
+pub async fn check_offline(
+    runtime: &Arc<Runtime>,
+    set: &DecoderSet,
+    wasm: Vec<u8>,
+    fixtures: &Path,
+) -> anyhow::Result<Verdict> {
+    let loading = runtime.clone();
+    let candidate = tokio::task::spawn_blocking(move || DecoderComponent::load(&loading, &wasm))
+        .await
+        .context("loading the component failed")??;
+    let candidate = Arc::new(candidate);
+    validate_decoder(set, &candidate)?;
+    let payloads = canary::decoder_payloads(Some(fixtures), None, candidate.info()).await?;
+    anyhow::ensure!(
+        !payloads.is_empty(),
+        "no fixtures of `{}` in {}: the canary needs the channel's frames there, one per file",
+        candidate.info().source,
+        fixtures.join(&candidate.info().source).display()
+    );
+    decoder_verdict(set, candidate, payloads).await
+}
+
+impl Verdict {
+    /// What `check` answers: whether an install would go ahead (without `--force`), and the sentence.
+    pub fn summary(&self) -> (bool, String) {
+        let counts = self.canary.counts();
+        if self.canary.new_errors > 0 {
+            let sentence = format!(
+                "`{}` ({}) is a valid decoder for `{}`, but an install would be refused: the canary found {} \
+                 payload(s) it cannot decode that the current decoder could; canary: {counts}",
+                self.decoder.name, self.decoder.sha256, self.decoder.source, self.canary.new_errors
+            );
+            return (false, sentence);
+        }
+        let sentence = format!(
+            "`{}` ({}) is a valid decoder for `{}`; canary: {counts}",
+            self.decoder.name, self.decoder.sha256, self.decoder.source
+        );
+        (true, sentence)
     }
 }

@@ -1,11 +1,14 @@
-//! `osds components list | check FILE | install CHANNEL FILE | rollback CHANNEL`: operator commands sent to a
-//! running server over its admin socket.
+//! `osds components list | check FILE | install CHANNEL FILE | rollback CHANNEL | export DIR`: operator
+//! commands sent to a running server over its admin socket; `check FILE --fixtures DIR` also works without one.
 
 use anyhow::Context;
+use osds_runtime::Runtime;
+use osds_runtime::decoder_set::DecoderSet;
 use osds_server::admin::{self, Request};
-use osds_server::hot_swap::ExportedComponent;
+use osds_server::hot_swap::{self, ExportedComponent};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct ComponentsArgs {
@@ -31,9 +34,26 @@ pub enum Action {
     /// The loaded decoders, when each was installed, and what a rollback would restore.
     List,
     /// Validate a component and run the canary against the current decoder of its channel, without installing.
+    /// With --fixtures, no server is asked: the canary decodes the channel's fixture files with the built-in
+    /// decoder (or --components-dir's) and with the new one, as a running server's canary would.
     Check {
         /// The component's `.wasm`.
         file: PathBuf,
+        /// Check offline against this folder of fixtures, one frame per file in a folder per channel
+        /// (`DIR/<source>/*`), like `serve --canary-fixtures`.
+        #[arg(long, value_name = "DIR")]
+        fixtures: Option<PathBuf>,
+        /// With --fixtures: the decoders in service are this directory's components (`*.wasm`) instead of the
+        /// built-in ones.
+        #[arg(
+            long,
+            env = "OSDS_COMPONENTS_DIR",
+            value_name = "DIR",
+            requires = "fixtures"
+        )]
+        components_dir: Option<PathBuf>,
+        #[command(flatten)]
+        limits: super::limits_args::LimitsArgs,
     },
     /// Validate, canary and swap in a component as the decoder of CHANNEL (a `source`, e.g. `sc`). A channel
     /// the service does not archive yet is added.
@@ -58,9 +78,18 @@ fn read_wasm(file: &Path) -> anyhow::Result<String> {
 }
 
 pub fn run(args: ComponentsArgs) -> anyhow::Result<ExitCode> {
+    if let Action::Check {
+        file,
+        fixtures: Some(fixtures),
+        components_dir,
+        limits,
+    } = &args.action
+    {
+        return check_offline(file, fixtures, components_dir.as_deref(), limits, args.json);
+    }
     let request = match &args.action {
         Action::List => Request::List,
-        Action::Check { file } => Request::Check {
+        Action::Check { file, .. } => Request::Check {
             wasm_hex: read_wasm(file)?,
         },
         Action::Install {
@@ -100,6 +129,47 @@ pub fn run(args: ComponentsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if response.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `check --fixtures`: the verdict a running server's `check` would give, with the fixtures as the canary's only
+/// payloads and no server asked.
+fn check_offline(
+    file: &Path,
+    fixtures: &Path,
+    components_dir: Option<&Path>,
+    limits: &super::limits_args::LimitsArgs,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let wasm = std::fs::read(file).with_context(|| format!("read {}", file.display()))?;
+    let runtime = Arc::new(Runtime::new(limits.limits())?);
+    let set = DecoderSet::load(&runtime, components_dir)?;
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let checked = tokio.block_on(hot_swap::check_offline(&runtime, &set, wasm, fixtures));
+    let (ok, message, details) = match checked {
+        Ok(verdict) => {
+            let (ok, message) = verdict.summary();
+            (ok, message, serde_json::to_value(&verdict)?)
+        }
+        Err(e) => (false, format!("{e:#}"), serde_json::Value::Null),
+    };
+    if json {
+        let answer = serde_json::json!({"ok": ok, "message": message, "details": details});
+        println!("{answer}");
+    } else if ok {
+        println!("{message}");
+    } else {
+        eprintln!("osds: {message}");
+        if !details.is_null() {
+            println!("{}", serde_json::to_string_pretty(&details["canary"])?);
+        }
+    }
+    Ok(if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
