@@ -999,12 +999,42 @@ async fn prometheus_metrics_are_served_on_their_own_listener() {
         ("osds_hyp_frames_total", &[][..]),
         ("osds_hyp_reports_total", &[("outcome", "failed")][..]),
         ("osds_hyp_scorecard_ours_unmatched", &[][..]),
+        (
+            "osds_live_disconnects_total",
+            &[("protocol", "sse"), ("reason", "slow_consumer")][..],
+        ),
     ] {
         assert_eq!(
             sample(&scraped, name, labels),
             Some(0.0),
             "{name} {labels:?}"
         );
+    }
+    // Every disconnect reason the Metrics table lists is a series of both protocols, and no other.
+    let page = std::fs::read_to_string(support::tests_dir().join("../docs/operating.md")).unwrap();
+    let row = page
+        .lines()
+        .find(|line| line.starts_with("| `osds_live_disconnects_total`"))
+        .unwrap();
+    let mut documented: Vec<&str> = row
+        .trim_end_matches(" |")
+        .rsplit(" | ")
+        .next()
+        .unwrap()
+        .split(", ")
+        .map(|reason| reason.trim_matches('`'))
+        .collect();
+    documented.sort();
+    assert!(documented.len() >= 7, "{documented:?}");
+    for protocol in ["sse", "ws"] {
+        let mut exported: Vec<&str> = scraped
+            .lines()
+            .filter(|line| line.starts_with("osds_live_disconnects_total{"))
+            .filter(|line| line.contains(&format!("protocol=\"{protocol}\"")))
+            .filter_map(|line| line.split("reason=\"").nth(1)?.split('"').next())
+            .collect();
+        exported.sort();
+        assert_eq!(exported, documented, "{protocol}");
     }
 
     // The public address is refused for metrics.

@@ -11,6 +11,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use osds_api::live::DisconnectReason;
 use osds_api::upstream::Upstream;
 use osds_store::WriteMonitor;
 use std::net::SocketAddr;
@@ -145,8 +146,8 @@ async fn scrape(State(scrape): State<Scrape>) -> impl IntoResponse {
 
 /// Every series whose labels are known at start, at zero until something happens: an alert on an increase or
 /// a rate needs the series before its first event, and `absent()` must not fire on a quiet service. (Series
-/// labelled by what traffic brings, a route, a component, a disconnect's reason, appear with it; timestamps with
-/// the first message or commit.)
+/// labelled by what traffic brings, a route or a component, appear with it; timestamps with the first message
+/// or commit.)
 fn at_zero(sources: &[String]) {
     for source in sources {
         metrics::counter!("osds_ingest_dropped_frames_total", "source" => source.clone())
@@ -156,6 +157,10 @@ fn at_zero(sources: &[String]) {
         metrics::gauge!("osds_live_subscribers", "protocol" => protocol).increment(0.0);
         metrics::gauge!("osds_live_replay_backlog_reports", "protocol" => protocol).increment(0.0);
         metrics::counter!("osds_live_deliveries_total", "protocol" => protocol).increment(0);
+        for reason in DisconnectReason::ALL {
+            metrics::counter!("osds_live_disconnects_total", "protocol" => protocol, "reason" => reason.as_str())
+                .increment(0);
+        }
     }
     for limit in ["rate", "concurrent", "open_connections"] {
         metrics::counter!("osds_http_rate_limited_total", "limit" => limit).increment(0);

@@ -113,6 +113,49 @@ pub(super) fn status_message(state: &LiveState) -> Value {
     })
 }
 
+/// Why a live connection ended: the `reason` label of `osds_live_disconnects_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisconnectReason {
+    /// The consumer left (closed, or the connection dropped).
+    ClientGone,
+    /// The connection's configured lifetime ran out.
+    Lifetime,
+    /// The service is stopping.
+    Stopping,
+    /// A WebSocket consumer left a message unread too long.
+    SlowConsumer,
+    /// A WebSocket consumer stopped answering pings.
+    Unresponsive,
+    /// A WebSocket consumer sent a message over the limit.
+    MessageTooBig,
+    /// The archive could not be read to catch the consumer up.
+    ArchiveUnavailable,
+}
+
+impl DisconnectReason {
+    pub const ALL: [DisconnectReason; 7] = [
+        DisconnectReason::ClientGone,
+        DisconnectReason::Lifetime,
+        DisconnectReason::Stopping,
+        DisconnectReason::SlowConsumer,
+        DisconnectReason::Unresponsive,
+        DisconnectReason::MessageTooBig,
+        DisconnectReason::ArchiveUnavailable,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisconnectReason::ClientGone => "client_gone",
+            DisconnectReason::Lifetime => "lifetime",
+            DisconnectReason::Stopping => "stopping",
+            DisconnectReason::SlowConsumer => "slow_consumer",
+            DisconnectReason::Unresponsive => "unresponsive",
+            DisconnectReason::MessageTooBig => "message_too_big",
+            DisconnectReason::ArchiveUnavailable => "archive_unavailable",
+        }
+    }
+}
+
 /// A live consumer as the operator's metrics see it: counted among the subscribers of its protocol while it
 /// lives, with the reports it sent itself (the hub counts the ones it writes), its share of the replay
 /// backlog, and why it ended (`client_gone` unless the server ended it).
@@ -123,7 +166,7 @@ pub(super) struct Subscriber {
     deliveries: metrics::Counter,
     /// This consumer's part of the backlog gauge.
     behind: f64,
-    reason: &'static str,
+    reason: DisconnectReason,
 }
 
 impl Subscriber {
@@ -136,7 +179,7 @@ impl Subscriber {
             backlog: metrics::gauge!("osds_live_replay_backlog_reports", "protocol" => protocol),
             deliveries: metrics::counter!("osds_live_deliveries_total", "protocol" => protocol),
             behind: 0.0,
-            reason: "client_gone",
+            reason: DisconnectReason::ClientGone,
         };
         subscriber.track(feed);
         subscriber
@@ -155,7 +198,7 @@ impl Subscriber {
     }
 
     /// The server ends the connection, for `reason`.
-    pub(super) fn ending(&mut self, reason: &'static str) {
+    pub(super) fn ending(&mut self, reason: DisconnectReason) {
         self.reason = reason;
     }
 }
@@ -164,7 +207,7 @@ impl Drop for Subscriber {
     fn drop(&mut self) {
         self.subscribers.decrement(1.0);
         self.backlog.decrement(self.behind);
-        metrics::counter!("osds_live_disconnects_total", "protocol" => self.protocol, "reason" => self.reason)
+        metrics::counter!("osds_live_disconnects_total", "protocol" => self.protocol, "reason" => self.reason.as_str())
             .increment(1);
     }
 }

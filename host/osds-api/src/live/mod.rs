@@ -15,6 +15,7 @@ pub mod state;
 pub mod ws;
 
 pub use config::LiveConfig;
+pub use consumer::DisconnectReason;
 pub use feed::Feed;
 pub use sse::stream;
 pub use state::LiveState;

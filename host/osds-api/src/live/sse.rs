@@ -5,7 +5,8 @@
 //! the feed whenever hyper asks for more.
 
 use super::consumer::{
-    Duties, Subscriber, checked_request, lifetime_reason, ready_message, start_feed, status_message,
+    DisconnectReason, Duties, Subscriber, checked_request, lifetime_reason, ready_message,
+    start_feed, status_message,
 };
 use super::feed::Feed;
 use super::state::LiveState;
@@ -201,7 +202,10 @@ impl Events {
         loop {
             let due = self.duties.due();
             if due.lifetime {
-                return self.end("lifetime", lifetime_reason(self.feed.cursor()));
+                return self.end(
+                    DisconnectReason::Lifetime,
+                    lifetime_reason(self.feed.cursor()),
+                );
             }
             let keepalive = due.keepalive && self.quiet;
             if due.keepalive {
@@ -246,7 +250,7 @@ impl Events {
                         "archive unavailable; resume after report id {}",
                         self.feed.cursor()
                     );
-                    return self.end("archive_unavailable", reason);
+                    return self.end(DisconnectReason::ArchiveUnavailable, reason);
                 }
                 Turn::Duty => {}
                 Turn::Stopping => {
@@ -254,14 +258,14 @@ impl Events {
                         "service stopping; resume after report id {}",
                         self.feed.cursor()
                     );
-                    return self.end("stopping", reason);
+                    return self.end(DisconnectReason::Stopping, reason);
                 }
             }
         }
     }
 
     /// The last frame: the reason, as a comment (not an event); `code` names it in the metrics.
-    fn end(&mut self, code: &'static str, reason: String) -> Option<Bytes> {
+    fn end(&mut self, code: DisconnectReason, reason: String) -> Option<Bytes> {
         tracing::debug!(%reason, "closing an SSE stream");
         self.subscriber.ending(code);
         self.ended = true;

@@ -2,7 +2,8 @@
 //! `status` and protocol pings, and closes with a reason naming the cursor to resume after.
 
 use super::consumer::{
-    Duties, Subscriber, checked_request, lifetime_reason, ready_message, start_feed, status_message,
+    DisconnectReason, Duties, Subscriber, checked_request, lifetime_reason, ready_message,
+    start_feed, status_message,
 };
 use super::feed::Feed;
 use super::state::LiveState;
@@ -105,12 +106,16 @@ fn slow_consumer_reason(cursor: i64) -> String {
 }
 
 /// Why the server closes a socket: the close code, a reason code for the metrics, and the reason sent.
-type Close = (u16, &'static str, String);
+type Close = (u16, DisconnectReason, String);
 
 /// How a socket ends when a message could not be handed over: a slow consumer is told why.
 fn ended(stop: Stop, sent_up_to: i64) -> Option<Close> {
     match stop {
-        Stop::Slow => Some((1008, "slow_consumer", slow_consumer_reason(sent_up_to))),
+        Stop::Slow => Some((
+            1008,
+            DisconnectReason::SlowConsumer,
+            slow_consumer_reason(sent_up_to),
+        )),
         Stop::Gone => None,
     }
 }
@@ -145,7 +150,11 @@ async fn run(state: LiveState, mut feed: Feed, mut socket: WebSocket) {
     let close: Option<Close> = loop {
         let due = duties.due();
         if due.lifetime {
-            break Some((1001, "lifetime", lifetime_reason(feed.cursor())));
+            break Some((
+                1001,
+                DisconnectReason::Lifetime,
+                lifetime_reason(feed.cursor()),
+            ));
         }
         if due.status
             && let Err(stop) = within(patience, socket.send(text(&status_message(&state)))).await
@@ -154,7 +163,7 @@ async fn run(state: LiveState, mut feed: Feed, mut socket: WebSocket) {
         }
         if due.keepalive {
             if last_heard.elapsed() > config.keepalive_interval * MISSED_PINGS {
-                subscriber.ending("unresponsive");
+                subscriber.ending(DisconnectReason::Unresponsive);
                 break None;
             }
             if let Err(stop) =
@@ -171,7 +180,7 @@ async fn run(state: LiveState, mut feed: Feed, mut socket: WebSocket) {
                 Ok(reports) => Outgoing::Reports(reports),
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "live feed cannot read the archive; closing the socket");
-                    break Some((1011, "archive_unavailable", format!("archive unavailable; resume after report id {}", feed.cursor())));
+                    break Some((1011, DisconnectReason::ArchiveUnavailable, format!("archive unavailable; resume after report id {}", feed.cursor())));
                 }
             },
             message = socket.recv() => match message {
@@ -185,7 +194,7 @@ async fn run(state: LiveState, mut feed: Feed, mut socket: WebSocket) {
                 }
                 Some(Err(e)) if too_big(&e) => break Some((
                     1009,
-                    "message_too_big",
+                    DisconnectReason::MessageTooBig,
                     format!("a message over {MAX_INCOMING} bytes; consumers only send `ping`; resume after report id {}", feed.cursor()),
                 )),
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break None,
@@ -195,7 +204,7 @@ async fn run(state: LiveState, mut feed: Feed, mut socket: WebSocket) {
                 }
             },
             () = duties.elapsed() => continue,
-            _ = &mut stopping => break Some((1001, "stopping", format!("service stopping; resume after report id {}", feed.cursor()))),
+            _ = &mut stopping => break Some((1001, DisconnectReason::Stopping, format!("service stopping; resume after report id {}", feed.cursor()))),
         };
         let mut sent_up_to = feed.cursor();
         let sent = match outgoing {
