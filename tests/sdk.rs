@@ -159,3 +159,87 @@ fn a_decoder_written_outside_the_repository_with_the_sdk_decodes_a_frame() {
     );
     std::fs::remove_dir_all(&outside).unwrap();
 }
+
+/// Each SDK carries the WIT of its world inside it, so that it builds from its own package: the same bytes as
+/// the repository's `wit/` (the contract's one source), file for file.
+#[test]
+fn the_sdks_carry_the_repositorys_wit() {
+    let root = tests_dir().join("..");
+    for (sdk, world) in [
+        ("components/decoder-sdk/wit", "wit/eew/v1.0.0"),
+        ("components/shaper-sdk/wit", "wit/hyp/v1.0.0"),
+    ] {
+        let files = |dir: &str| -> Vec<(String, Vec<u8>)> {
+            let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(root.join(dir))
+                .unwrap()
+                .map(|entry| {
+                    let path = entry.unwrap().path();
+                    let name = path.file_name().unwrap().to_string_lossy().to_string();
+                    (name, std::fs::read(&path).unwrap())
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        let (carried, shipped) = (files(sdk), files(world));
+        assert!(!shipped.is_empty(), "{world}");
+        let names = |files: &[(String, Vec<u8>)]| -> Vec<String> {
+            files.iter().map(|(name, _)| name.clone()).collect()
+        };
+        assert_eq!(names(&carried), names(&shipped), "{sdk} against {world}");
+        assert!(
+            carried == shipped,
+            "{sdk} differs from {world}: copy the contract again"
+        );
+    }
+}
+
+/// The SDKs package cleanly (`cargo package` builds each from its package alone, with `wolfx-core` packaged
+/// beside the decoder SDK), and each package holds its WIT: what a decoder author outside this repository
+/// gets is complete.
+#[test]
+fn the_sdks_package_cleanly_with_their_wit() {
+    let root = tests_dir().join("..").canonicalize().unwrap();
+    let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sdk-package");
+    let packaged = cargo(&root)
+        .args([
+            "package",
+            "--locked",
+            "--allow-dirty",
+            "-p",
+            "wolfx-core",
+            "-p",
+            "osds-decoder-sdk",
+            "-p",
+            "osds-shaper-sdk",
+        ])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .output()
+        .unwrap();
+    assert!(
+        packaged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packaged.stderr)
+    );
+    for (package, wit) in [
+        ("osds-decoder-sdk", "wit/decoder.wit"),
+        ("osds-shaper-sdk", "wit/shaper.wit"),
+    ] {
+        let listed = cargo(&root)
+            .args([
+                "package",
+                "--locked",
+                "--allow-dirty",
+                "--list",
+                "-p",
+                package,
+            ])
+            .output()
+            .unwrap();
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        assert!(
+            listed.lines().any(|line| line == wit),
+            "{package}: {listed}"
+        );
+    }
+}

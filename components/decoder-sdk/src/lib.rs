@@ -28,7 +28,7 @@ pub mod wolfx {
 pub mod bindings {
     wit_bindgen::generate!({
         world: "decoder",
-        path: "../../wit/eew/v1.0.0",
+        path: "wit",
         default_bindings_module: "osds_decoder_sdk::bindings",
         pub_export_macro: true,
         export_macro_name: "export_decoder_world",

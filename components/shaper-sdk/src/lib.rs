@@ -6,7 +6,7 @@
 pub mod bindings {
     wit_bindgen::generate!({
         world: "shaper",
-        path: "../../wit/hyp/v1.0.0",
+        path: "wit",
         default_bindings_module: "osds_shaper_sdk::bindings",
         pub_export_macro: true,
         export_macro_name: "export_shaper_world",
