@@ -243,3 +243,101 @@ fn the_sdks_package_cleanly_with_their_wit() {
         );
     }
 }
+
+/// `osds components new` writes a decoder project that passes its own tests and builds into a component the
+/// service accepts, from a folder outside this repository; the snapshot the first run writes holds on the next.
+#[test]
+fn a_new_decoder_project_tests_builds_and_checks_outside_the_repository() {
+    let repository = tests_dir().join("..").canonicalize().unwrap();
+    let outside = std::env::temp_dir().join(format!("osds-components-new-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
+    assert!(!outside.starts_with(&repository));
+    let written = osds()
+        .args([
+            "components",
+            "new",
+            "cwa-decoder",
+            "--source",
+            "cwa",
+            "--dir",
+        ])
+        .arg(&outside)
+        .output()
+        .unwrap();
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    let project = outside.join("cwa-decoder");
+    // Again into the same place: refused, nothing overwritten.
+    let again = osds()
+        .args([
+            "components",
+            "new",
+            "cwa-decoder",
+            "--source",
+            "cwa",
+            "--dir",
+        ])
+        .arg(&outside)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("exists and is not empty"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("components-new");
+    for run in ["writes the snapshot", "checks it"] {
+        let tested = cargo(&project)
+            .args(["test"])
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .output()
+            .unwrap();
+        assert!(
+            tested.status.success(),
+            "{run}: {}{}",
+            String::from_utf8_lossy(&tested.stdout),
+            String::from_utf8_lossy(&tested.stderr)
+        );
+    }
+    let snapshot = std::fs::read_to_string(project.join("tests/snapshots/frame.json")).unwrap();
+    assert!(
+        snapshot.contains("\"eventId\": \"2026.0042\""),
+        "{snapshot}"
+    );
+
+    let built = cargo(&project)
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let wasm = target_dir.join("wasm32-wasip2/release/cwa_decoder.wasm");
+    let checked = osds()
+        .current_dir(&project)
+        .args(["components", "check"])
+        .arg(&wasm)
+        .args(["--fixtures", "fixtures"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert!(
+        said.contains("`cwa-decoder` (")
+            && said.contains("is a valid decoder for `cwa`; canary: 1 payloads"),
+        "{said}"
+    );
+    std::fs::remove_dir_all(&outside).unwrap();
+}

@@ -1,5 +1,8 @@
 //! `osds components list | check FILE | install CHANNEL FILE | rollback CHANNEL | export DIR`: operator
-//! commands sent to a running server over its admin socket; `check FILE --fixtures DIR` also works without one.
+//! commands sent to a running server over its admin socket; `check FILE --fixtures DIR` also works without one,
+//! and `new NAME` writes a decoder project.
+
+mod new;
 
 use anyhow::Context;
 use osds_runtime::Runtime;
@@ -69,6 +72,22 @@ pub enum Action {
     /// Write every component in service to DIR (created when missing): `decoder_<source>.wasm` each, usable as
     /// a --components-dir, and `hyp_shaper.wasm`.
     Export { dir: PathBuf },
+    /// Write a new decoder project NAME (a folder of that name) for the channel SOURCE: manifest, decoder,
+    /// fixture and tests, ready for `cargo test` and `cargo build --release --target wasm32-wasip2`. No server
+    /// is asked.
+    New {
+        name: String,
+        /// The channel's `source`: its frames are of type `SOURCE_eew` from `/SOURCE_eew`.
+        #[arg(long)]
+        source: String,
+        /// Write it in DIR instead of the current folder.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        dir: PathBuf,
+        /// The decoder SDK to depend on (components/decoder-sdk of a clone); the clone this binary was built
+        /// from by default.
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<PathBuf>,
+    },
 }
 
 /// The file's bytes as the admin socket takes them (hex); the server says whether they are a component.
@@ -78,6 +97,20 @@ fn read_wasm(file: &Path) -> anyhow::Result<String> {
 }
 
 pub fn run(args: ComponentsArgs) -> anyhow::Result<ExitCode> {
+    if let Action::New {
+        name,
+        source,
+        dir,
+        sdk,
+    } = &args.action
+    {
+        let written = new::create(name, source, dir, sdk.as_deref())?;
+        println!(
+            "wrote {}: `cargo test` there, then `cargo build --release --target wasm32-wasip2`",
+            written.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Action::Check {
         file,
         fixtures: Some(fixtures),
@@ -105,6 +138,7 @@ pub fn run(args: ComponentsArgs) -> anyhow::Result<ExitCode> {
             channel: channel.clone(),
         },
         Action::Export { .. } => Request::Export,
+        Action::New { .. } => unreachable!("answered above, without a server"),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
