@@ -340,4 +340,71 @@ mod documentation_tests {
              `OSDS_BLESS=1 cargo test -p osds flag_reference`"
         );
     }
+
+    /// Every long flag some `osds` command takes (global ones included).
+    fn every_flag(command: &clap::Command, out: &mut std::collections::BTreeSet<String>) {
+        for arg in command.get_arguments() {
+            if let Some(long) = arg.get_long() {
+                out.insert(long.to_owned());
+            }
+        }
+        for sub in command.get_subcommands() {
+            every_flag(sub, out);
+        }
+    }
+
+    /// The inline code spans of `markdown` outside its fenced blocks.
+    fn code_spans(markdown: &str) -> Vec<String> {
+        let mut prose = String::new();
+        let mut fenced = false;
+        for line in markdown.lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+            } else if !fenced {
+                prose.push_str(line);
+                prose.push('\n');
+            }
+        }
+        prose
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// A flag the documentation names in prose (a code span that is a flag, or an `osds …` line) is one a command
+    /// takes: a flag renamed or removed cannot stay in the pages (the shell blocks are parsed whole above).
+    #[test]
+    fn every_flag_the_documentation_names_exists() {
+        let mut known = std::collections::BTreeSet::new();
+        let mut command = Cli::command();
+        command.build();
+        every_flag(&command, &mut known);
+        let docs = documentation();
+        let prose = docs.split(REFERENCE_BEGIN).next().unwrap().to_owned()
+            + docs.split(REFERENCE_END).nth(1).unwrap_or("");
+        let mut named = 0;
+        for span in code_spans(&prose) {
+            if !(span.starts_with("--") || span.starts_with("osds ")) {
+                continue;
+            }
+            for word in span.split_whitespace().filter(|w| w.starts_with("--")) {
+                let flag = word
+                    .trim_start_matches("--")
+                    .split(['=', '[', ']', ')', ',', '.'])
+                    .next()
+                    .unwrap();
+                if flag.is_empty() {
+                    continue;
+                }
+                named += 1;
+                assert!(
+                    known.contains(flag),
+                    "`{span}` names --{flag}, which no command takes"
+                );
+            }
+        }
+        assert!(named > 50, "{named}");
+    }
 }
