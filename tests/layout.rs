@@ -382,6 +382,66 @@ fn every_relative_link_of_the_readme_and_the_docs_resolves() {
     );
 }
 
+/// Every repository path the README and `docs/` name in prose (a code span word starting with one of the
+/// repository's folders, placeholders such as `<channel>` or `*` aside) exists: a file moved or renamed cannot
+/// stay in the pages. (Links are checked above; the shell blocks by each program's own tests.)
+#[test]
+fn every_path_the_documentation_names_exists() {
+    let root = support::tests_dir().join("..");
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    let folders = [
+        "host/",
+        "components/",
+        "tests/",
+        "docs/",
+        "deploy/",
+        "wit/",
+        "schemas/",
+        "bench/",
+        "examples/",
+        ".ci/",
+    ];
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        // The generated flag reference holds the commands' help, not the repository's paths.
+        let text = text.split("<!-- flag reference").next().unwrap();
+        let mut prose = String::new();
+        let mut fenced = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+            } else if !fenced {
+                prose.push_str(line);
+                prose.push('\n');
+            }
+        }
+        for span in prose.split('`').skip(1).step_by(2) {
+            for word in span.split_whitespace() {
+                let word = word.trim_end_matches(['.', ',', ';', ':', ')']);
+                let placeholder = word.contains(['<', '{', '*', '…']) || word.contains("...");
+                if placeholder || !folders.iter().any(|f| word.starts_with(f)) {
+                    continue;
+                }
+                let path = word.split([':', '#']).next().unwrap();
+                assert!(
+                    root.join(path).exists(),
+                    "{}: `{span}` names {path}, which is not in the repository",
+                    page.display()
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 50, "{checked}");
+}
+
 /// Every file under `dir` but build output, dependencies and version control.
 fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
