@@ -8,6 +8,7 @@
 
 mod support;
 
+use osds_testkit::readme::{code_spans, documentation_pages};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -351,14 +352,7 @@ fn relative_links(text: &str) -> Vec<String> {
 
 #[test]
 fn every_relative_link_of_the_readme_and_the_docs_resolves() {
-    let root = support::tests_dir().join("..");
-    let mut pages = vec![root.join("README.md")];
-    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "md") {
-            pages.push(path);
-        }
-    }
+    let pages = documentation_pages();
     let mut checked = 0;
     for page in &pages {
         let text = std::fs::read_to_string(page).unwrap();
@@ -388,13 +382,7 @@ fn every_relative_link_of_the_readme_and_the_docs_resolves() {
 #[test]
 fn every_path_the_documentation_names_exists() {
     let root = support::tests_dir().join("..");
-    let mut pages = vec![root.join("README.md")];
-    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "md") {
-            pages.push(path);
-        }
-    }
+    let pages = documentation_pages();
     let folders = [
         "host/",
         "components/",
@@ -410,19 +398,7 @@ fn every_path_the_documentation_names_exists() {
     let mut checked = 0;
     for page in &pages {
         let text = std::fs::read_to_string(page).unwrap();
-        // The generated flag reference holds the commands' help, not the repository's paths.
-        let text = text.split("<!-- flag reference").next().unwrap();
-        let mut prose = String::new();
-        let mut fenced = false;
-        for line in text.lines() {
-            if line.trim_start().starts_with("```") {
-                fenced = !fenced;
-            } else if !fenced {
-                prose.push_str(line);
-                prose.push('\n');
-            }
-        }
-        for span in prose.split('`').skip(1).step_by(2) {
+        for span in code_spans(&text) {
             for word in span.split_whitespace() {
                 let word = word.trim_end_matches(['.', ',', ';', ':', ')']);
                 let placeholder = word.contains(['<', '{', '*', '…']) || word.contains("...");

@@ -4,24 +4,49 @@
 
 use std::path::PathBuf;
 
-/// The repository's documentation: the README, then every page of `docs/` (by name), one after another.
-pub fn documentation() -> String {
+/// The repository's documentation pages: the README, then every page of `docs/` (by name).
+pub fn documentation_pages() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut pages = vec![root.join("README.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
         .unwrap_or_else(|e| panic!("read docs/: {e}"))
         .map(|entry| entry.unwrap().path())
         .filter(|path| path.extension().is_some_and(|e| e == "md"))
         .collect();
     docs.sort();
+    let mut pages = vec![root.join("README.md")];
     pages.extend(docs);
     pages
+}
+
+/// The repository's documentation ([`documentation_pages`]), one page after another.
+pub fn documentation() -> String {
+    documentation_pages()
         .iter()
         .map(|path| {
             std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The inline code spans of `markdown`, outside its fenced blocks (which a generated help text also is).
+pub fn code_spans(markdown: &str) -> Vec<String> {
+    let mut prose = String::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            prose.push_str(line);
+            prose.push('\n');
+        }
+    }
+    prose
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Every command line of the ```sh blocks of `markdown`, split into words as a shell would (quotes removed),
