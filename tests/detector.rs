@@ -419,26 +419,13 @@ async fn serve_follows_live_images_and_backfill_adds_the_late_layer() {
     assert!(distance_km(lat, lon, 32.742, 130.808) <= 20.0, "{replayed}");
 
     // The detector's series, once it stopped, say what it did: every frame, every report archived.
-    let metrics_url = replay
-        .stdout()
-        .iter()
-        .find_map(|line| line.strip_prefix("osds: metrics ").map(str::to_owned))
-        .expect("the metrics address on stdout");
-    let scraped = reqwest::get(&metrics_url)
+    let scraped = reqwest::get(support::metrics_url(&replay))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    let series = |name: &str| -> u64 {
-        scraped
-            .lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-            .unwrap_or_else(|| panic!("no series {name} in:\n{scraped}"))
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let series = |name: &str| -> u64 { support::metric(&scraped, name) };
     let status = get_json(&replay.url("/hyp/status")).await;
     let counters = &status["detector"]["counters"];
     let frames = counters["frames"].as_u64().unwrap();
@@ -766,26 +753,13 @@ async fn jma_warnings_score_the_self_sensing_events() {
         "{scorecard}"
     );
     // The same figures in the metrics, the median among them once a quake matched.
-    let metrics_url = server
-        .stdout()
-        .iter()
-        .find_map(|line| line.strip_prefix("osds: metrics ").map(str::to_owned))
-        .expect("the metrics address on stdout");
-    let scraped = reqwest::get(&metrics_url)
+    let scraped = reqwest::get(support::metrics_url(&server))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    let gauge = |name: &str| -> f64 {
-        scraped
-            .lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-            .unwrap_or_else(|| panic!("no series {name} in:\n{scraped}"))
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let gauge = |name: &str| -> f64 { support::metric(&scraped, name) };
     assert_eq!(gauge("osds_hyp_scorecard_matched"), 1.0);
     assert_eq!(gauge("osds_hyp_scorecard_ours_unmatched"), 0.0);
     assert_eq!(gauge("osds_hyp_scorecard_agency_missed"), 1.0);

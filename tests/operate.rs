@@ -798,11 +798,7 @@ async fn prometheus_metrics_are_served_on_their_own_listener() {
         ],
     )
     .await;
-    let metrics_url = server
-        .stdout()
-        .iter()
-        .find_map(|line| line.strip_prefix("osds: metrics ").map(str::to_owned))
-        .expect("the metrics address on stdout");
+    let metrics_url = support::metrics_url(&server);
     let scrape = || async {
         let response = reqwest::get(&metrics_url).await.unwrap();
         assert_eq!(response.status(), 200);

@@ -61,13 +61,10 @@ fn cargo(dir: &Path) -> Command {
     command
 }
 
-#[test]
-fn a_decoder_written_outside_the_repository_with_the_sdk_decodes_a_frame() {
-    let blocks = walkthrough_blocks();
-    let repository = tests_dir().join("..").canonicalize().unwrap();
-    // Outside the repository (and any workspace): the system's temporary directory.
+/// A fresh folder outside the repository (and any workspace): in the system's temporary directory.
+fn outside_repository(label: &str) -> PathBuf {
     let outside = std::env::temp_dir().join(format!(
-        "osds-sdk-walkthrough-{}-{}",
+        "osds-{label}-{}-{}",
         std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -75,7 +72,35 @@ fn a_decoder_written_outside_the_repository_with_the_sdk_decodes_a_frame() {
             .as_nanos()
     ));
     std::fs::create_dir_all(&outside).unwrap();
+    let repository = tests_dir().join("..").canonicalize().unwrap();
     assert!(!outside.starts_with(&repository));
+    outside
+}
+
+/// `osds components check WASM --fixtures fixtures`, run in `dir` with no server; what it printed, once it
+/// succeeded.
+fn checked_offline(dir: &Path, wasm: &Path) -> String {
+    let checked = osds()
+        .current_dir(dir)
+        .args(["components", "check"])
+        .arg(wasm)
+        .args(["--fixtures", "fixtures"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout).to_string();
+    assert!(
+        checked.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    said
+}
+
+#[test]
+fn a_decoder_written_outside_the_repository_with_the_sdk_decodes_a_frame() {
+    let blocks = walkthrough_blocks();
+    let repository = tests_dir().join("..").canonicalize().unwrap();
+    let outside = outside_repository("sdk-walkthrough");
 
     // 1. `cargo new --lib demo-decoder`, then its Cargo.toml with this clone's path.
     let created = cargo(&outside)
@@ -139,19 +164,7 @@ fn a_decoder_written_outside_the_repository_with_the_sdk_decodes_a_frame() {
     let fixtures = crate_dir.join("fixtures");
     std::fs::create_dir_all(fixtures.join("demo")).unwrap();
     std::fs::copy(&frame, fixtures.join("demo/frame.json")).unwrap();
-    let checked = osds()
-        .current_dir(&crate_dir)
-        .args(["components", "check"])
-        .arg(components.join("demo_decoder.wasm"))
-        .args(["--fixtures", "fixtures"])
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&checked.stdout);
-    assert!(
-        checked.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    let said = checked_offline(&crate_dir, &components.join("demo_decoder.wasm"));
     // A new agency: nothing to compare with, the frame is decoded.
     assert!(
         said.contains("is a valid decoder for `demo`; canary: 1 payloads, 0 unchanged, 1 fixed"),
@@ -248,10 +261,7 @@ fn the_sdks_package_cleanly_with_their_wit() {
 /// service accepts, from a folder outside this repository; the snapshot the first run writes holds on the next.
 #[test]
 fn a_new_decoder_project_tests_builds_and_checks_outside_the_repository() {
-    let repository = tests_dir().join("..").canonicalize().unwrap();
-    let outside = std::env::temp_dir().join(format!("osds-components-new-{}", std::process::id()));
-    std::fs::create_dir_all(&outside).unwrap();
-    assert!(!outside.starts_with(&repository));
+    let outside = outside_repository("components-new");
     let written = osds()
         .args([
             "components",
@@ -321,19 +331,7 @@ fn a_new_decoder_project_tests_builds_and_checks_outside_the_repository() {
         String::from_utf8_lossy(&built.stderr)
     );
     let wasm = target_dir.join("wasm32-wasip2/release/cwa_decoder.wasm");
-    let checked = osds()
-        .current_dir(&project)
-        .args(["components", "check"])
-        .arg(&wasm)
-        .args(["--fixtures", "fixtures"])
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&checked.stdout);
-    assert!(
-        checked.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    let said = checked_offline(&project, &wasm);
     assert!(
         said.contains("`cwa-decoder` (")
             && said.contains("is a valid decoder for `cwa`; canary: 1 payloads"),

@@ -157,40 +157,62 @@ pub fn launch(dir: PathBuf, upstream: &str, extra: &[&str]) -> osds_testkit::ser
         .args(extra.iter().copied())
 }
 
+/// Runs `.ci/<script> <target tmp>/<folder>` once per test binary (the script itself installs once across
+/// binaries, under a lock) and returns `<target tmp>/<folder>/<binary>`.
+fn installed_once(
+    once: &'static std::sync::OnceLock<PathBuf>,
+    script: &str,
+    folder: &str,
+    binary: &str,
+) -> PathBuf {
+    once.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(folder);
+        let status = std::process::Command::new("bash")
+            .arg(tests_dir().join("../.ci").join(script))
+            .arg(&dir)
+            .status()
+            .unwrap_or_else(|e| panic!("run .ci/{script}: {e}"));
+        assert!(status.success(), ".ci/{script} failed");
+        dir.join(binary)
+    })
+    .clone()
+}
+
 /// schemathesis's `st`, installed by `.ci/install-schemathesis` (pinned, from PyPI) into a virtual environment
 /// under the target directory the first time a test needs it.
 pub fn schemathesis() -> PathBuf {
     static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    INSTALLED
-        .get_or_init(|| {
-            let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schemathesis");
-            let status = std::process::Command::new("bash")
-                .arg(tests_dir().join("../.ci/install-schemathesis"))
-                .arg(&venv)
-                .status()
-                .expect("run .ci/install-schemathesis");
-            assert!(status.success(), ".ci/install-schemathesis failed");
-            venv.join("bin/st")
-        })
-        .clone()
+    installed_once(&INSTALLED, "install-schemathesis", "schemathesis", "bin/st")
 }
 
 /// Prometheus's `promtool`, unpacked by `.ci/install-promtool` (from Debian's `prometheus` package) under the
 /// target directory the first time a test needs it.
 pub fn promtool() -> PathBuf {
     static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    INSTALLED
-        .get_or_init(|| {
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("promtool");
-            let status = std::process::Command::new("bash")
-                .arg(tests_dir().join("../.ci/install-promtool"))
-                .arg(&dir)
-                .status()
-                .expect("run .ci/install-promtool");
-            assert!(status.success(), ".ci/install-promtool failed");
-            dir.join("promtool")
-        })
-        .clone()
+    installed_once(&INSTALLED, "install-promtool", "promtool", "promtool")
+}
+
+/// The address of `server`'s metrics listener, as `osds serve` prints it.
+pub fn metrics_url(server: &Server) -> String {
+    server
+        .stdout()
+        .iter()
+        .find_map(|line| line.strip_prefix("osds: metrics ").map(str::to_owned))
+        .expect("the metrics address on stdout")
+}
+
+/// The value of the series written exactly `series` (name and labels as exported) in a Prometheus text.
+pub fn metric<T: std::str::FromStr>(scraped: &str, series: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    scraped
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no series {series} in:\n{scraped}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// GET `url` and parse the JSON body; panics with the body on a non-2xx status.
