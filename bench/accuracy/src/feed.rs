@@ -1,10 +1,12 @@
 //! The monitor feed as it behaves (hyp.md): each second's image is published 1–2 s after its second, some
 //! later still, some never; a second's address sometimes first serves the previous second's image again; the
 //! server stops publishing for seconds at a time. The fetcher (the host's `hyp/source.rs`) asks for a second
-//! once the server's clock says it should be there, asks again every second while it is missing or repeats the
-//! previous image, gives up after a few seconds, and hands the detector its frames in order. This module
-//! models both, so a benchmark's reports carry the time they would have been published.
+//! once the server's clock says it should be there, asks again while it is missing or repeats the previous
+//! image (every quarter second at first, then every second), gives up after a few seconds, and hands the
+//! detector its frames in order. This module models both, so a benchmark's reports carry the time they would
+//! have been published.
 
+use osds_detector::kmoni;
 use osds_detector::rng::Rng;
 use std::ops::Range;
 
@@ -111,8 +113,8 @@ impl Feed {
                 .map(|(n, at)| at.map_or(Delivery::Lost, |_| Delivery::At(n as f64)))
                 .collect();
         }
-        // The fetcher: asks for second n at n + lag (or once n − 1 is settled), again every second until
-        // n + lag + patience.
+        // The fetcher: asks for second n at n + lag (or once n − 1 is settled), again as
+        // `kmoni::retry_in_ms` says until n + lag + patience.
         let mut settled = f64::NEG_INFINITY;
         published
             .into_iter()
@@ -120,26 +122,31 @@ impl Feed {
             .map(|(n, published)| {
                 let due = n as f64 + FETCH_LAG_S;
                 let first = due.max(settled);
-                let give_up = due + PATIENCE_S;
-                let delivery = match published {
-                    Some(at) => {
-                        let tries = ((at - first).max(0.0)).ceil();
-                        let asked = first + tries;
-                        if asked <= give_up.max(first) {
-                            Delivery::At(asked)
-                        } else {
-                            Delivery::Lost
-                        }
-                    }
-                    None => Delivery::Lost,
-                };
+                let asks = asks(first, (due + PATIENCE_S).max(first));
+                let delivery = published
+                    .and_then(|at| asks.iter().copied().find(|&asked| asked >= at))
+                    .map_or(Delivery::Lost, Delivery::At);
                 settled = match delivery {
                     Delivery::At(at) => at,
-                    Delivery::Lost => give_up.max(first),
+                    Delivery::Lost => asks.last().copied().unwrap_or(first),
                 };
                 delivery
             })
             .collect()
+    }
+}
+
+/// When the fetcher asks for an image first asked for at `first` (seconds), giving up at `give_up`.
+fn asks(first: f64, give_up: f64) -> Vec<f64> {
+    let mut asks = vec![first];
+    loop {
+        let last = asks[asks.len() - 1];
+        let next =
+            last + kmoni::retry_in_ms(((last - first) * 1000.0).round() as i64) as f64 / 1000.0;
+        if next > give_up {
+            return asks;
+        }
+        asks.push(next);
     }
 }
 
@@ -151,6 +158,14 @@ mod tests {
     fn a_perfect_feed_delivers_every_frame_at_its_second() {
         let d = Feed::perfect().deliveries(5, 1);
         assert_eq!(d[3], Delivery::At(3.0));
+    }
+
+    #[test]
+    fn a_late_image_is_asked_for_every_quarter_second_then_every_second() {
+        assert_eq!(
+            asks(10.0, 15.0),
+            [10.0, 10.25, 10.5, 10.75, 11.0, 12.0, 13.0, 14.0, 15.0]
+        );
     }
 
     #[test]

@@ -129,6 +129,21 @@ impl fmt::Display for Layer {
     }
 }
 
+/// How long to wait before asking again for an image that is not out yet, `since_first_ask_ms` after it was
+/// first asked for: every quarter second for the first second (an image is published within a second or two
+/// of its second, and one that is late should not cost a whole second more), then every second (an outage).
+/// The live fetcher follows it, and the accuracy benchmark's feed models it.
+pub fn retry_in_ms(since_first_ask_ms: i64) -> i64 {
+    const QUICK_MS: i64 = 250;
+    const QUICK_FOR_MS: i64 = 1_000;
+    const SLOW_MS: i64 = 1_000;
+    if since_first_ask_ms < QUICK_FOR_MS {
+        QUICK_MS
+    } else {
+        SLOW_MS
+    }
+}
+
 /// Where the monitor says which second its latest image is of, relative to its base URL: `{"latest_time":
 /// "2024/01/01 16:10:22", "request_time": "2024/01/01 16:10:23", ...}`, times in JST.
 pub const LATEST_PATH: &str = "webservice/server/pros/latest.json";

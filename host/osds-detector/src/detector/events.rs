@@ -192,9 +192,9 @@ impl Detector {
     }
 
     /// Whether a candidate's latest solution may be published: located from at least three picks over two
-    /// frames that agree within [`PUBLISH_RMS_S`], not at the depth cap of so few picks, converged (two
-    /// successive locations agree) or shallow from five picks, and plausible to the whole neighbourhood
-    /// ([`crate::consistency`]).
+    /// frames (or [`FIRST_FRAME_PICKS`] with moveout in one) that agree within [`PUBLISH_RMS_S`], not at the
+    /// depth cap of so few picks, converged (two successive locations agree) or shallow from five picks, and
+    /// plausible to the whole neighbourhood ([`crate::consistency`]).
     pub(super) fn publishable(&self, index: usize, now_ms: i64) -> bool {
         let event = &self.events[index];
         let Some(h) = &event.last else {
@@ -260,9 +260,12 @@ impl Detector {
         );
         let waited =
             last_pick - first_pick >= NO_MOVEOUT_MS || now_ms - last_pick >= NO_MOVEOUT_WAIT_MS;
+        // Seen in one frame only, a few picks wait for the next to confirm them; many that show moveout need not.
+        let confirmed = event.frames >= 2
+            || (used >= FIRST_FRAME_PICKS && last_pick - first_pick >= NO_MOVEOUT_MS);
         let basics = waited
             && used >= needed
-            && event.frames >= 2
+            && confirmed
             && h.rms_seconds <= PUBLISH_RMS_S + RMS_PER_TRAVEL * mean_travel
             // A depth at the cap of few picks is the cap talking, not the picks.
             && (h.depth_fixed || h.depth_km < h.depth_cap - 0.5)

@@ -77,6 +77,9 @@ const COVERAGE_KM: f64 = 150.0;
 const NO_MOVEOUT_MS: i64 = 1_500;
 /// …and such a cluster waits this long after its last pick for its neighbourhood to show what it is.
 const NO_MOVEOUT_WAIT_MS: i64 = 4_000;
+/// A cluster seen in one frame only is published from this many picks that show moveout (fewer wait for
+/// the next frame to confirm them).
+const FIRST_FRAME_PICKS: usize = 6;
 /// A solution whose picks all lie on one side and this far away is seen from afar.
 const ONE_SIDED_KM: f64 = 50.0;
 /// The smallest magnitude published: smaller events shake too few stations too weakly to be told from a

@@ -53,8 +53,6 @@ const RECENT_GAPS: usize = 20;
 
 /// A live fetch further behind than this skips ahead instead of catching up.
 const CATCH_UP_LIMIT_MS: i64 = 60_000;
-/// A missing image is asked for again this often.
-const RETRY_MS: i64 = 1_000;
 /// The monitor's clock is read again this often.
 const CLOCK_EVERY_MS: i64 = 60_000;
 /// A server clock further than this from ours is not believed.
@@ -65,8 +63,9 @@ const CLOCK_SANITY_MS: i64 = 3_600_000;
 pub enum Schedule {
     /// Follow the monitor: ask for an observation second once the monitor's clock says its image should be
     /// out (its latest image time, read from `latest.json` every minute; `fallback_delay` behind this
-    /// machine's clock while the monitor gives none), and again every second while it is missing or repeats
-    /// the previous second's, for `patience` at most, whatever happened to the seconds before.
+    /// machine's clock while the monitor gives none), and again while it is missing or repeats the previous
+    /// second's (every quarter second at first, then every second: [`kmoni::retry_in_ms`]), for `patience` at
+    /// most, whatever happened to the seconds before.
     Live {
         fallback_delay: Duration,
         patience: Duration,
@@ -216,12 +215,14 @@ impl KmoniFetcher {
     }
 
     /// Fetches every layer of one second; until `deadline` a missing or repeated trigger-layer image is asked
-    /// for again every second (the other layers with it while it is missing; a backfill can find them later).
+    /// for again, quickly at first and then every second ([`kmoni::retry_in_ms`]); the other layers with it
+    /// while it is missing (a backfill can find them later).
     async fn fetch_second(&mut self, at_ms: i64, deadline: Option<i64>) -> Observation {
         use sha2::{Digest, Sha256};
         let mut images = Vec::new();
         let mut pending = self.layers.clone();
         let mut asked = 0;
+        let first_asked = now_ms();
         loop {
             let results = self.ask(&pending, at_ms).await;
             asked += 1;
@@ -247,12 +248,13 @@ impl KmoniFetcher {
                 }
             }
             pending = still;
-            let retry = deadline.is_some_and(|d| now_ms() + RETRY_MS <= d)
+            let wait = kmoni::retry_in_ms(now_ms() - first_asked);
+            let retry = deadline.is_some_and(|d| now_ms() + wait <= d)
                 && pending.contains(&self.trigger_layer);
             if pending.is_empty() || !retry {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(RETRY_MS as u64)).await;
+            tokio::time::sleep(Duration::from_millis(wait as u64)).await;
         }
         if asked > 1 && !images.is_empty() {
             self.health.late_images += images.len() as u64;
