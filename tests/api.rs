@@ -500,6 +500,103 @@ async fn an_event_has_every_version_in_revision_order_and_its_export_every_raw_t
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn events_in_geojson_are_features_at_their_latest_position_with_the_json_answer_as_properties()
+ {
+    let (api, contract) = api().await;
+    let listed = contract.get(&api, "/events", "/events", 200).await;
+    let page = contract
+        .get(&api, "/events", "/events?format=geojson", 200)
+        .await;
+    support::geojson::check("FeatureCollection", &page);
+    assert_eq!(page["type"], "FeatureCollection");
+    for field in ["total", "page", "limit", "pages"] {
+        assert_eq!(page[field], listed[field], "{field} beside the features");
+    }
+    let features = page["features"].as_array().unwrap();
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(features.len(), items.len(), "one feature per event");
+    for (feature, item) in features.iter().zip(items) {
+        support::geojson::assert_feature_of(
+            feature,
+            item,
+            &item["latest"],
+            &item["latest"]["magnitude"],
+        );
+    }
+    // The cea events and the fj one carry no depth: null, never 0; sc's is 12 km.
+    let depths: Vec<&Value> = features
+        .iter()
+        .map(|f| &f["properties"]["depthKm"])
+        .collect();
+    assert_eq!(depths.iter().filter(|d| d.is_null()).count(), 4);
+    assert!(depths.contains(&&json!(12.0)));
+    assert!(features.iter().all(|f| f["geometry"].is_object()));
+
+    // `Accept: application/geo+json` asks for the same; the answer says it varies with `Accept`, and its
+    // validator is not the JSON answer's (a cache must not hand one for the other).
+    let accepted = api
+        .get_with("/events", &[("accept", "application/geo+json")])
+        .await;
+    assert_eq!(accepted.status, 200);
+    assert_eq!(accepted.headers["content-type"], "application/geo+json");
+    let vary: Vec<&str> = accepted
+        .headers
+        .get_all("vary")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert!(
+        vary.iter().any(|v| v.eq_ignore_ascii_case("accept")),
+        "{vary:?}"
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&accepted.body).unwrap(),
+        page
+    );
+    let as_json = api.get("/events").await;
+    assert_eq!(as_json.headers["content-type"], "application/json");
+    assert_ne!(as_json.headers["etag"], accepted.headers["etag"]);
+    // `format` wins over `Accept`.
+    let json_asked = api
+        .get_with("/events?format=json", &[("accept", "application/geo+json")])
+        .await;
+    assert_eq!(json_asked.headers["content-type"], "application/json");
+
+    // The detail: one Feature whose properties are the event with every version.
+    let sc_id = sc_event_id(&api, &contract).await;
+    let detail = contract
+        .get(&api, "/events/{id}", &format!("/events/{sc_id}"), 200)
+        .await;
+    let feature = contract
+        .get(
+            &api,
+            "/events/{id}",
+            &format!("/events/{sc_id}?format=geojson"),
+            200,
+        )
+        .await;
+    support::geojson::check("Feature", &feature);
+    support::geojson::assert_feature_of(
+        &feature,
+        &detail,
+        &detail["latest"],
+        &detail["latest"]["magnitude"],
+    );
+    assert_eq!(feature["geometry"]["coordinates"], json!([105.227, 29.239]));
+    assert_eq!(feature["properties"]["magnitude"], 5.3);
+
+    // Errors stay JSON, and another format is refused.
+    let refused = contract
+        .get(&api, "/events", "/events?format=geojson&page=0", 400)
+        .await;
+    assert_eq!(refused["code"], "out_of_range");
+    let unknown = contract
+        .get(&api, "/events", "/events?format=kml", 400)
+        .await;
+    assert!(unknown["error"].as_str().unwrap().contains("format"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn deliveries_include_duplicates_and_page_by_cursor() {
     let (api, contract) = api().await;
     let sc_id = sc_event_id(&api, &contract).await;

@@ -304,6 +304,47 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
         "event-level peaks stay"
     );
 
+    // GeoJSON: the list and the summary as Features at the latest report's hypocentre, by `format` or `Accept`.
+    let features = contract
+        .get(&server, "/hyp/events", "/hyp/events?format=geojson", 200)
+        .await;
+    support::geojson::check("FeatureCollection", &features);
+    assert_eq!(features["total"], page["total"]);
+    assert!(features.get("pages").is_none());
+    let item = &page["items"][0];
+    support::geojson::assert_feature_of(
+        &features["features"][0],
+        item,
+        &item["latest"]["event"]["hypEstimate"],
+        &item["latest"]["event"]["magnitude"],
+    );
+    assert_eq!(features["features"][0]["properties"]["magnitude"], 7.5);
+    let accepted = reqwest::Client::new()
+        .get(server.url(&format!("/hyp/events/{encoded}?view=summary")))
+        .header("accept", "application/geo+json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.headers()["content-type"], "application/geo+json");
+    let feature: Value = accepted.json().await.unwrap();
+    support::geojson::check("Feature", &feature);
+    let latest = &summary["reports"][3]["event"];
+    support::geojson::assert_feature_of(
+        &feature,
+        &summary,
+        &latest["hypEstimate"],
+        &latest["magnitude"],
+    );
+    let by_format = contract
+        .get(
+            &server,
+            "/hyp/events/{id}",
+            &format!("/hyp/events/{encoded}?view=summary&format=geojson"),
+            200,
+        )
+        .await;
+    assert_eq!(by_format, feature);
+
     // One report, and the export.
     let third = contract
         .get(

@@ -94,14 +94,25 @@ impl Contract {
 
     /// A validator for the JSON body of `status` from `template`.
     pub fn validator(&self, template: &str, status: u16) -> std::sync::Arc<jsonschema::Validator> {
+        self.validator_of(template, status, "application/json")
+    }
+
+    /// A validator for the body of `status` from `template` in the media type `media` (`application/json`,
+    /// `application/geo+json`), which the document must declare for that response.
+    pub fn validator_of(
+        &self,
+        template: &str,
+        status: u16,
+        media: &str,
+    ) -> std::sync::Arc<jsonschema::Validator> {
         let response = &self.operation(template)["responses"][status.to_string()];
         assert!(
             response.is_object(),
             "openapi.yaml declares no {status} for GET {template}"
         );
-        let schema = &self.resolve(response)["content"]["application/json"]["schema"];
+        let schema = &self.resolve(response)["content"][media]["schema"];
         let reference = schema["$ref"].as_str().unwrap_or_else(|| {
-            panic!("the {status} JSON schema of {template} should be a component $ref")
+            panic!("the {status} {media} schema of {template} should be a component $ref")
         });
         self.validator_for(reference)
     }
@@ -157,12 +168,14 @@ impl Contract {
             "GET {path}: {}",
             String::from_utf8_lossy(&body)
         );
+        // JSON, or GeoJSON where the document declares it (`format=geojson`).
+        let media = content_type.split(';').next().unwrap_or_default().trim();
         assert!(
-            content_type.starts_with("application/json"),
+            matches!(media, "application/json" | "application/geo+json"),
             "GET {path}: {content_type}"
         );
         let body: Value = serde_json::from_slice(&body).expect("JSON body");
-        let validator = self.validator(template, status);
+        let validator = self.validator_of(template, status, media);
         let errors: Vec<String> = validator
             .iter_errors(&body)
             .map(|e| format!("{} at {}", e, e.instance_path()))

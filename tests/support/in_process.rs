@@ -99,9 +99,16 @@ impl InProcess {
 
     /// GET `path` (relative to /api/v1). An event stream's body is left unread (it never ends).
     pub async fn get(&self, path: &str) -> Fetched {
-        let request = Request::get(format!("/api/v1{path}"))
-            .body(Body::empty())
-            .unwrap();
+        self.get_with(path, &[]).await
+    }
+
+    /// [`InProcess::get`] with request headers.
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Fetched {
+        let mut request = Request::get(format!("/api/v1{path}"));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Body::empty()).unwrap();
         let response = self.router.clone().oneshot(request).await.unwrap();
         let status = response.status().as_u16();
         let headers = response.headers().clone();

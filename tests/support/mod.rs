@@ -3,6 +3,7 @@
 
 pub mod contract;
 pub mod database;
+pub mod geojson;
 pub mod in_process;
 pub mod live;
 

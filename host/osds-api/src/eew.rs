@@ -6,8 +6,8 @@ use crate::params::{MAX_SAFE_INTEGER, Params, PathText, no_params, parse_int};
 use crate::reports::item::ReportPage;
 use crate::reports::pages::source_reports_after;
 use crate::response;
-use crate::response::json;
 use crate::response::status::file_name;
+use crate::response::{Format, json};
 use crate::sources::SourceFilter;
 use crate::state::AppState;
 use axum::Router;
@@ -166,6 +166,7 @@ async fn events(
     let min_magnitude = params.number("minMagnitude", -2.0..=10.0)?;
     let page = params.int("page", 1..=1_000_000)?.unwrap_or(1);
     let limit = params.int("limit", 1..=100)?.unwrap_or(30);
+    let format = Format::negotiate(&mut params, &request)?;
     params.finish()?;
     if let (Some(from), Some(to)) = (from, to)
         && from > to
@@ -193,24 +194,26 @@ async fn events(
         .chain_update(state.store.archive_id())
         .chain_update(horizon.to_be_bytes())
         .chain_update(query.as_deref().unwrap_or_default())
+        .chain_update([format as u8])
         .finalize();
     if let Some(not_modified) = gateway::not_modified(&request, &validator[..16]) {
         return Ok(not_modified);
     }
     let page_data = state.store.events(&filter, horizon).await?;
-    let mut response = json(&EewPage {
+    let body = EewPage {
         items: page_data.items.iter().map(response::eew::event).collect(),
         total: page_data.total,
         page,
         limit,
         pages: (page_data.total + limit - 1) / limit,
-    })?;
+    };
+    let mut response = format.answer(&body)?;
     gateway::mark_json_validator(response.headers_mut(), &validator[..16]);
     Ok(response)
 }
 
 /// `/events/{id}` and its export: the event with every stored version, in an export each with its raw text.
-async fn event_detail(state: &AppState, id: &str, export: bool) -> ApiResult {
+async fn event_detail(state: &AppState, id: &str, export: bool, format: Format) -> ApiResult {
     let id = event_id(id)?;
     let stored = state
         .store
@@ -221,20 +224,24 @@ async fn event_detail(state: &AppState, id: &str, export: bool) -> ApiResult {
         raw_text: export.then(|| String::from_utf8_lossy(&v.raw).into_owned()),
         ..osds_store::served::report(&v.report)
     });
-    json(&EewEvent {
+    let body = EewEvent {
         reports: Some(reports.collect()),
         exported_at: export.then(now_rfc3339),
         ..response::eew::event(&stored.event)
-    })
+    };
+    format.answer(&body)
 }
 
 async fn event(
     State(state): State<AppState>,
+    request: HeaderMap,
     PathText(id): PathText,
     RawQuery(query): RawQuery,
 ) -> ApiResult {
-    no_params(query)?;
-    event_detail(&state, &id, false).await
+    let mut params = Params::parse(query.as_deref())?;
+    let format = Format::negotiate(&mut params, &request)?;
+    params.finish()?;
+    event_detail(&state, &id, false, format).await
 }
 
 async fn export(
@@ -243,7 +250,7 @@ async fn export(
     RawQuery(query): RawQuery,
 ) -> ApiResult {
     no_params(query)?;
-    event_detail(&state, &id, true).await
+    event_detail(&state, &id, true, Format::Json).await
 }
 
 async fn deliveries(

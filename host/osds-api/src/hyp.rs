@@ -5,12 +5,12 @@
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, PathTexts, parse_int};
 use crate::response;
-use crate::response::json;
+use crate::response::{Format, json};
 use crate::scorecard::Comparison;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::routing::get;
 use osds_contract::hyp::{HypArchive, HypEvent, HypPage, HypPageItem, HypReport, HypStatus};
 use osds_store::{HypFilter, HypStationRow};
@@ -154,13 +154,18 @@ async fn status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
     })
 }
 
-async fn events(State(state): State<AppState>, RawQuery(query): RawQuery) -> ApiResult {
+async fn events(
+    State(state): State<AppState>,
+    request: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> ApiResult {
     let mut params = Params::parse(query.as_deref())?;
     let q = params.text("q", 100)?.filter(|q| !q.is_empty());
     let from_ms = params.int("from", 0..=MAX_SAFE_INTEGER)?.unwrap_or(0);
     let to_ms = params.int("to", 0..=MAX_SAFE_INTEGER)?;
     let page = params.int("page", 1..=100_000)?.unwrap_or(1);
     let limit = params.int("limit", 1..=100)?.unwrap_or(30);
+    let format = Format::negotiate(&mut params, &request)?;
     params.finish()?;
     if to_ms.is_some_and(|to| to < from_ms) {
         return Err(ApiError::bad_request(
@@ -188,25 +193,28 @@ async fn events(State(state): State<AppState>, RawQuery(query): RawQuery) -> Api
             latest,
         });
     }
-    json(&HypPage {
+    let body = HypPage {
         items,
         total,
         page,
         limit,
-    })
+    };
+    format.answer(&body)
 }
 
 async fn event(
     State(state): State<AppState>,
+    request: HeaderMap,
     PathText(id): PathText,
     RawQuery(query): RawQuery,
 ) -> ApiResult {
     let mut params = Params::parse(query.as_deref())?;
     let summarised = summary_view(&mut params)?;
+    let format = Format::negotiate(&mut params, &request)?;
     params.finish()?;
     let mut parts = EventParts::read(&state, &id, summarised).await?;
     let jma = state.scorecard.load().comparisons.get(&id).cloned();
-    json(&parts.event(jma, None))
+    format.answer(&parts.event(jma, None))
 }
 
 /// Whether `view=summary` was asked for; any other view is a 400.

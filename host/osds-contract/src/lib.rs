@@ -5,6 +5,7 @@
 
 pub mod codes;
 pub mod eew;
+pub mod geojson;
 pub mod hyp;
 mod ids;
 pub mod scorecard;

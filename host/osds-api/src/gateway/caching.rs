@@ -19,11 +19,7 @@ pub async fn caching(request: Request, next: Next) -> Response {
     if response.status() != StatusCode::OK {
         return response;
     }
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+    let is_json = is_json(response.headers());
     // A JSON answer is one buffer already (its size is known), so hashing it holds nothing extra, whatever its
     // size (a full self-sensing event can be tens of MB). A body of unknown size would be a stream: no ETag.
     let whole = http_body::Body::size_hint(response.body())
@@ -101,6 +97,16 @@ pub(super) fn etag_matches(wanted: &HeaderValue, etag: &HeaderValue) -> bool {
             .any(|candidate| opaque(candidate) == opaque(etag))
 }
 
+/// Whether an answer is JSON: the service's own, or GeoJSON.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.starts_with("application/json") || v.starts_with(osds_contract::geojson::MEDIA_TYPE)
+        })
+}
+
 /// Only JSON is compressed: never the event stream, never raw bytes.
 pub fn compress_json(
     _status: StatusCode,
@@ -108,8 +114,5 @@ pub fn compress_json(
     headers: &HeaderMap,
     _extensions: &axum::http::Extensions,
 ) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"))
+    is_json(headers)
 }
