@@ -421,6 +421,92 @@ async fn events_filter_by_latest_magnitude_and_by_literal_text() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn events_filter_by_place_time_depth_and_magnitude_range_in_any_order() {
+    let (api, contract) = api().await;
+    let listed = |query: &'static str| {
+        let (api, contract) = (&api, &contract);
+        async move {
+            ids_of(
+                &contract
+                    .get(api, "/events", &format!("/events?{query}"), 200)
+                    .await,
+            )
+        }
+    };
+    let (sc, fj) = ("202608281313.0001", "20241027182139");
+    let (day1, day2, feb) = (
+        "202601012359.0001",
+        "202601020000.0001",
+        "202602010000.0001",
+    );
+    // Within 100 km of a point near the sc epicentre (29.239 N, 105.227 E); an annulus that leaves it out.
+    assert_eq!(
+        listed("latitude=29.5&longitude=105&maxRadiusKm=100").await,
+        [sc]
+    );
+    assert!(
+        listed("latitude=29.5&longitude=105&minRadiusKm=100&maxRadiusKm=500")
+            .await
+            .is_empty()
+    );
+    // A box; one across the antimeridian (from 120 E eastward to 170 W).
+    assert_eq!(listed("minLongitude=100").await, [sc, fj]);
+    assert_eq!(
+        listed("minLongitude=120&maxLongitude=-170&maxLatitude=30").await,
+        [fj]
+    );
+    // Only sc carries a depth: an unknown depth matches no depth bound.
+    assert_eq!(listed("minDepthKm=0").await, [sc]);
+    assert!(listed("maxDepthKm=10").await.is_empty());
+    assert_eq!(listed("maxMagnitude=5").await, [feb, day1]);
+    // UTC instants: `start` inclusive (day1 is one second before it), `end` exclusive.
+    assert_eq!(
+        listed("start=2026-01-01T16:00:00Z&end=2026-02-01T00:00:00Z").await,
+        [feb, day2]
+    );
+    assert_eq!(
+        listed("start=2026-01-02T00:00:00%2B08:00&end=2026-01-31T16:00:00Z").await,
+        [day2]
+    );
+    // Orders: largest magnitude first, and the others.
+    assert_eq!(listed("order=magnitude").await, [fj, day2, sc, day1, feb]);
+    assert_eq!(
+        listed("order=magnitude-asc").await,
+        [feb, day1, sc, day2, fj]
+    );
+    assert_eq!(listed("order=time-asc").await, [fj, day1, day2, feb, sc]);
+    let second = contract
+        .get(
+            &api,
+            "/events",
+            "/events?order=magnitude&limit=2&page=2",
+            200,
+        )
+        .await;
+    assert_eq!(ids_of(&second), [sc, day1]);
+    assert_eq!(second["total"], 5);
+    assert_eq!(
+        listed("order=time-asc&source=cea&limit=2&page=2").await,
+        [feb]
+    );
+    // Contradictions are refused, naming the parameters.
+    for query in [
+        "minMagnitude=6&maxMagnitude=5",
+        "minLatitude=40&maxLatitude=30",
+        "start=2026-02-01T00:00:00Z&end=2026-01-01T00:00:00Z",
+    ] {
+        let refused = contract
+            .get(&api, "/events", &format!("/events?{query}"), 400)
+            .await;
+        assert_eq!(refused["code"], "invalid_range", "{query}");
+    }
+    let half = contract
+        .get(&api, "/events", "/events?latitude=29.5&longitude=105", 400)
+        .await;
+    assert!(half["error"].as_str().unwrap().contains("maxRadiusKm"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn events_page_by_number_and_a_page_beyond_is_empty() {
     let (api, contract) = api().await;
     let all = contract.get(&api, "/events", "/events", 200).await;
@@ -935,8 +1021,9 @@ async fn every_documented_parameter_bound_is_accepted_and_one_step_beyond_refuse
         for parameter in contract.query_parameters(template) {
             let name = parameter["name"].as_str().unwrap();
             let (good, bad) = contract.probe_values(&parameter, template);
+            let with = contract.companions(&parameter);
             for value in good {
-                let path = format!("{}?{name}={}", concrete(template), encode(&value));
+                let path = format!("{}?{name}={}{with}", concrete(template), encode(&value));
                 // A report cursor above the archive's horizon (8) is well formed, and refused as a cursor of
                 // another archive.
                 let report_cursor =
@@ -964,7 +1051,7 @@ async fn every_documented_parameter_bound_is_accepted_and_one_step_beyond_refuse
                 }
             }
             for value in bad {
-                let path = format!("{}?{name}={}", concrete(template), encode(&value));
+                let path = format!("{}?{name}={}{with}", concrete(template), encode(&value));
                 contract.get(&api, template, &path, 400).await;
             }
         }

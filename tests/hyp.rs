@@ -212,6 +212,29 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
         (format!("to={first_at}"), 0),
         (format!("to={}", first_at + 1), 1),
         ("page=2".to_string(), 1),
+        // The place filters, on the latest report (37.5 N, 137.27 E, 16 km, M7.5, origin T0).
+        (
+            "latitude=37.5&longitude=137.3&maxRadiusKm=10".to_string(),
+            1,
+        ),
+        ("latitude=35&longitude=135&maxRadiusKm=100".to_string(), 0),
+        (
+            "minLatitude=37&maxLatitude=38&minLongitude=137&maxLongitude=138".to_string(),
+            1,
+        ),
+        ("minDepthKm=10&maxDepthKm=20".to_string(), 1),
+        ("maxDepthKm=10".to_string(), 0),
+        (
+            "minMagnitude=7&maxMagnitude=8&order=magnitude".to_string(),
+            1,
+        ),
+        ("maxMagnitude=7".to_string(), 0),
+        (
+            format!("start={}", osds_time::rfc3339_ms(T0).replace('+', "%2B")),
+            1,
+        ),
+        (format!("start={}", osds_time::rfc3339_ms(T0 + 1)), 0),
+        (format!("end={}", osds_time::rfc3339_ms(T0)), 0),
     ] {
         let page = contract
             .get(&server, "/hyp/events", &format!("/hyp/events?{query}"), 200)
@@ -450,12 +473,13 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
         for parameter in contract.query_parameters(template) {
             let name = parameter["name"].as_str().unwrap();
             let (good, bad) = contract.probe_values(&parameter, template);
+            let with = contract.companions(&parameter);
             for value in good {
-                let path = format!("{concrete}?{name}={}", encode(&value));
+                let path = format!("{concrete}?{name}={}{with}", encode(&value));
                 contract.get(&server, template, &path, 200).await;
             }
             for value in bad {
-                let path = format!("{concrete}?{name}={}", encode(&value));
+                let path = format!("{concrete}?{name}={}{with}", encode(&value));
                 contract.get(&server, template, &path, 400).await;
             }
         }

@@ -237,6 +237,57 @@ fn cases(api: &str, high: i64, ids: &[String]) -> Vec<(&'static str, String)> {
                 "",
             ),
         ),
+        // The place filters (issue 43): a circle (13,056 events), a box (16,063), a depth range (56,250), UTC
+        // instants with a maximum magnitude (21,365), and the whole list by magnitude.
+        (
+            "/events?limit=100&latitude=30&longitude=105&maxRadiusKm=300 (random page 1-131, to the last)",
+            lua_random_path(
+                &format!("{api}/events?limit=100&latitude=30&longitude=105&maxRadiusKm=300&page="),
+                1,
+                131,
+                "",
+            ),
+        ),
+        (
+            "/events?limit=100&minLatitude=25&maxLatitude=30&minLongitude=100&maxLongitude=110 (random page 1-161)",
+            lua_random_path(
+                &format!(
+                    "{api}/events?limit=100&minLatitude=25&maxLatitude=30&minLongitude=100&maxLongitude=110&page="
+                ),
+                1,
+                161,
+                "",
+            ),
+        ),
+        (
+            "/events?limit=100&minDepthKm=10&maxDepthKm=15 (random page 1-563)",
+            lua_random_path(
+                &format!("{api}/events?limit=100&minDepthKm=10&maxDepthKm=15&page="),
+                1,
+                563,
+                "",
+            ),
+        ),
+        (
+            "/events?limit=100&start=2025-01-01T00:00:00Z&end=2025-07-01T00:00:00Z&maxMagnitude=5 (random page 1-214)",
+            lua_random_path(
+                &format!(
+                    "{api}/events?limit=100&start=2025-01-01T00:00:00Z&end=2025-07-01T00:00:00Z&maxMagnitude=5&page="
+                ),
+                1,
+                214,
+                "",
+            ),
+        ),
+        (
+            "/events?limit=100&order=magnitude (random page 1-1875, to the last)",
+            lua_random_path(
+                &format!("{api}/events?limit=100&order=magnitude&page="),
+                1,
+                1875,
+                "",
+            ),
+        ),
     ]
 }
 

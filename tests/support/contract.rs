@@ -254,8 +254,30 @@ impl Contract {
             good.push("2026-01-01".into());
             bad.extend(["2026-13-01".into(), "20260101".into()]);
         }
+        if schema["format"] == "date-time" {
+            good.extend([
+                "2026-01-01T00:00:00Z".into(),
+                "2026-01-01T09:00:00+09:00".into(),
+            ]);
+            bad.extend([
+                "2026-13-01T00:00:00Z".into(),
+                "2026-01-01".into(),
+                "yesterday".into(),
+            ]);
+        }
         assert!(!good.is_empty(), "no way to probe `{name}` of {template}");
         (good, bad)
+    }
+
+    /// The parameters a parameter is only accepted with (`x-with` in the document: a circle's centre takes its
+    /// radius), as `&name=value` to append to a probe.
+    pub fn companions(&self, parameter: &Value) -> String {
+        parameter["x-with"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| format!("&{name}={value}"))
+            .collect()
     }
 
     /// Every documented response of `templates` with one of `statuses` was checked by [`Contract::get`].

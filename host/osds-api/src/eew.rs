@@ -3,6 +3,7 @@
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::gateway;
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, no_params, parse_int};
+use crate::place::place_params;
 use crate::reports::item::ReportPage;
 use crate::reports::pages::source_reports_after;
 use crate::response;
@@ -163,7 +164,7 @@ async fn events(
     let from = date_param(&mut params, "from")?;
     let to = date_param(&mut params, "to")?;
     let q = params.text("q", 100)?.filter(|q| !q.is_empty());
-    let min_magnitude = params.number("minMagnitude", -2.0..=10.0)?;
+    let (place, order) = place_params(&mut params)?;
     let page = params.int("page", 1..=1_000_000)?.unwrap_or(1);
     let limit = params.int("limit", 1..=100)?.unwrap_or(30);
     let format = Format::negotiate(&mut params, &request)?;
@@ -181,7 +182,8 @@ async fn events(
         from_ms: from.map(beijing_day_start_ms),
         to_ms: to.and_then(|d| d.succ_opt()).map(beijing_day_start_ms),
         q,
-        min_magnitude,
+        place,
+        order,
         page,
         limit,
     };

@@ -4,6 +4,7 @@
 
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::params::{MAX_SAFE_INTEGER, Params, PathText, PathTexts, parse_int};
+use crate::place::place_params;
 use crate::response;
 use crate::response::{Format, json};
 use crate::scorecard::Comparison;
@@ -165,6 +166,7 @@ async fn events(
     let to_ms = params.int("to", 0..=MAX_SAFE_INTEGER)?;
     let page = params.int("page", 1..=100_000)?.unwrap_or(1);
     let limit = params.int("limit", 1..=100)?.unwrap_or(30);
+    let (place, order) = place_params(&mut params)?;
     let format = Format::negotiate(&mut params, &request)?;
     params.finish()?;
     if to_ms.is_some_and(|to| to < from_ms) {
@@ -177,6 +179,8 @@ async fn events(
         q,
         from_ms,
         to_ms,
+        place,
+        order,
         page,
         limit,
     };

@@ -13,6 +13,7 @@ mod hyp;
 pub mod live;
 pub mod net;
 pub mod params;
+mod place;
 pub mod reports;
 pub mod response;
 pub mod router;

@@ -5,6 +5,7 @@
 use crate::codes::{Code, DeliveryOutcome};
 use crate::db::{Columns, WriteConn};
 use crate::ids::{DeliveryId, ReportId};
+use crate::positions::{self, Position};
 use crate::rows::{ReportRow, ServedReport};
 use crate::statements::Statements;
 use osds_time::{beijing_month, now_rfc3339, parse_ms};
@@ -606,6 +607,13 @@ fn upsert_event(
         .filter(|r| !revisions.contains(r))
         .collect();
     let missing = serde_json::to_string(&missing)?;
+    let position = Position::new(
+        report.latitude,
+        report.longitude,
+        report.depth_km,
+        None,
+        None,
+    );
     match &context.event {
         None => {
             let origin_ms = report.origin_at.as_deref().and_then(parse_ms);
@@ -613,8 +621,9 @@ fn upsert_event(
             statements
                 .push(
                     "INSERT INTO events (id, source, source_event_id, origin_at, origin_ms, sort_ms, month, latest_report_id, \
-                     latest_revision, report_count, missing_revisions, epicenter, magnitude, upstream_ids, first_report_id, last_report_id) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+                     latest_revision, report_count, missing_revisions, epicenter, magnitude, upstream_ids, first_report_id, last_report_id, \
+                     latitude, longitude, depth_km, ux, uy, uz) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(v.event_key.to_string())
                 .bind(v.source.to_string())
@@ -631,6 +640,9 @@ fn upsert_event(
                 .bind(report.upstream_event_id.clone())
                 .bind(v.id)
                 .bind(v.id);
+            for value in position.binds() {
+                statements.bind(value);
+            }
         }
         Some(event) => {
             let mut origin_at = event.origin_at.clone();
@@ -653,15 +665,16 @@ fn upsert_event(
             }
             let origin_ms = origin_at.as_deref().and_then(parse_ms);
             statements
-                .push(
+                .push(&format!(
                     "UPDATE events SET origin_at = ?, origin_ms = ?, sort_ms = ?, month = ?, report_count = report_count + 1, \
                      missing_revisions = ?, upstream_ids = ?, last_report_id = ?, \
                      latest_report_id = CASE WHEN ? THEN ? ELSE latest_report_id END, \
                      latest_revision = CASE WHEN ? THEN ? ELSE latest_revision END, \
                      epicenter = CASE WHEN ? THEN ? ELSE epicenter END, \
-                     magnitude = CASE WHEN ? THEN ? ELSE magnitude END \
+                     magnitude = CASE WHEN ? THEN ? ELSE magnitude END, {} \
                      WHERE id = ?",
-                )
+                    positions::SET_WHEN
+                ))
                 .bind(origin_at)
                 .bind(origin_ms)
                 .bind(sort_ms)
@@ -676,8 +689,9 @@ fn upsert_event(
                 .bind(becomes_latest)
                 .bind(report.epicenter.clone())
                 .bind(becomes_latest)
-                .bind(report.magnitude)
-                .bind(v.event_key.to_string());
+                .bind(report.magnitude);
+            positions::bind_set_when(statements, becomes_latest, &position);
+            statements.bind(v.event_key.to_string());
         }
     }
     Ok(())

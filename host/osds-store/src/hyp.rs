@@ -88,8 +88,13 @@ pub struct HypStateRow {
 #[derive(Debug, Clone, Default)]
 pub struct HypFilter {
     pub q: Option<String>,
+    /// First detection at or after this (Unix ms).
     pub from_ms: i64,
+    /// First detection before this (Unix ms).
     pub to_ms: Option<i64>,
+    /// Origin time, box, circle, depth and magnitude of the latest report (as the EEW list).
+    pub place: crate::PlaceFilter,
+    pub order: crate::Order,
     pub page: i64,
     pub limit: i64,
 }
@@ -143,13 +148,15 @@ pub(crate) async fn append_report<C: WriteConn>(
         input.event_id
     );
     let leaves_candidate = input.status != EventStatus::Candidate;
+    let position = crate::positions::Position::of_hyp_payload(&input.payload);
     let mut writes = Statements::default();
     match latest {
         None => {
             writes
                 .push(
-                    "INSERT INTO hyp_events (id, first_at, updated_at, status, region, public, latest_number) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO hyp_events (id, first_at, updated_at, status, region, public, latest_number, \
+                     latitude, longitude, depth_km, ux, uy, uz, magnitude, origin_ms) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(input.event_id.as_str())
                 .bind(input.first_at)
@@ -158,20 +165,32 @@ pub(crate) async fn append_report<C: WriteConn>(
                 .bind(input.region.clone().unwrap_or_default())
                 .bind(i64::from(leaves_candidate))
                 .bind(input.number);
+            for value in position.binds() {
+                writes.bind(value);
+            }
+            writes.bind(position.magnitude).bind(position.origin_ms);
         }
         Some(_) => {
             writes
                 .push(
                     "UPDATE hyp_events SET updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END, \
                      status = ?, latest_number = ?, public = CASE WHEN ? THEN 1 ELSE public END, \
-                     region = COALESCE(?, region) WHERE id = ?",
+                     region = COALESCE(?, region), latitude = ?, longitude = ?, depth_km = ?, ux = ?, uy = ?, \
+                     uz = ?, magnitude = ?, origin_ms = ? WHERE id = ?",
                 )
                 .bind(input.reported_at)
                 .bind(input.reported_at)
                 .bind(input.status.as_str())
                 .bind(input.number)
                 .bind(leaves_candidate)
-                .bind(input.region.clone())
+                .bind(input.region.clone());
+            // Report numbers only grow: the new report is the latest, and the event is where it says.
+            for value in position.binds() {
+                writes.bind(value);
+            }
+            writes
+                .bind(position.magnitude)
+                .bind(position.origin_ms)
                 .bind(input.event_id.as_str());
         }
     }
@@ -265,17 +284,26 @@ impl Store {
     /// Public events, newest first detection first, and how many match.
     pub async fn hyp_events(&self, filter: &HypFilter) -> anyhow::Result<(Vec<HypEventRow>, i64)> {
         let pattern = filter.q.as_deref().map(crate::read::like_pattern);
-        let clause = format!(
-            "{PUBLIC} AND first_at >= ? AND (? IS NULL OR first_at < ?) AND (? IS NULL OR id LIKE ? ESCAPE '\\')"
-        );
+        let mut clauses = vec![
+            PUBLIC.to_string(),
+            "first_at >= ?".to_string(),
+            "(? IS NULL OR first_at < ?)".to_string(),
+            "(? IS NULL OR id LIKE ? ESCAPE '\\')".to_string(),
+        ];
+        let mut binds: Vec<crate::statements::Value> = vec![
+            filter.from_ms.into(),
+            filter.to_ms.into(),
+            filter.to_ms.into(),
+            pattern.clone().into(),
+            pattern.into(),
+        ];
+        filter.place.conditions("", &mut clauses, &mut binds);
+        let clause = clauses.join(" AND ");
         let filtered = |sql: &str| {
             let mut query = Statements::one(sql);
-            query
-                .bind(filter.from_ms)
-                .bind(filter.to_ms)
-                .bind(filter.to_ms)
-                .bind(pattern.clone())
-                .bind(pattern.clone());
+            for bind in &binds {
+                query.bind(bind.clone());
+            }
             query
         };
         let total = self
@@ -288,7 +316,8 @@ impl Store {
             )
             .await?;
         let mut page = filtered(&format!(
-            "SELECT {EVENT_COLUMNS} FROM hyp_events WHERE {clause} ORDER BY first_at DESC, id LIMIT ? OFFSET ?"
+            "SELECT {EVENT_COLUMNS} FROM hyp_events WHERE {clause} ORDER BY {} LIMIT ? OFFSET ?",
+            filter.order.sql("", "first_at", "id")
         ));
         page.bind(filter.limit)
             .bind((filter.page - 1).saturating_mul(filter.limit));

@@ -16,6 +16,7 @@ mod hyp;
 pub mod ids;
 mod lock;
 mod open;
+pub mod positions;
 pub mod postgres;
 mod read;
 mod records;

@@ -72,6 +72,9 @@ pub(crate) async fn open(url: &str) -> anyhow::Result<(Store, SqliteWriter)> {
     crate::served::refresh(&mut conn)
         .await
         .context("write the served texts of the archive's report versions")?;
+    crate::positions::fill_in(&mut conn)
+        .await
+        .context("fill in the positions of the archive's events")?;
     let archive_id: String = sqlx::query_scalar("SELECT archive_id FROM archive")
         .fetch_one(&mut conn)
         .await

@@ -370,6 +370,8 @@ impl ScorecardTask {
                 q: None,
                 from_ms,
                 to_ms,
+                place: Default::default(),
+                order: Default::default(),
                 page,
                 limit: 100,
             };

@@ -169,6 +169,9 @@ impl PgWriter {
             format == SERVED_FORMAT,
             "the archive's served texts are in form {format}, this release serves form {SERVED_FORMAT}"
         );
+        crate::positions::fill_in(&mut conn)
+            .await
+            .context("fill in the positions of the archive's events")?;
         Ok(PgWriter {
             conn,
             options,

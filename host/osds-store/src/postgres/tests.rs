@@ -426,6 +426,8 @@ async fn reads_answer_alike() {
             q,
             from_ms: 0,
             to_ms: None,
+            place: Default::default(),
+            order: Default::default(),
             page: 1,
             limit: 10,
         };
@@ -437,6 +439,8 @@ async fn reads_answer_alike() {
         page: 1,
         limit: 1,
         q: None,
+        place: Default::default(),
+        order: Default::default(),
     };
     both!("hyp events in a window", hyp_events(&window));
     for id in ["hyp:1", "hyp:2", "hyp:3", "hyp:none"] {
@@ -462,7 +466,11 @@ async fn reads_answer_alike() {
             from_ms: None,
             to_ms: None,
             q: q.map(str::to_string),
-            min_magnitude: min,
+            place: crate::PlaceFilter {
+                min_magnitude: min,
+                ..Default::default()
+            },
+            order: Default::default(),
             page,
             limit: 5,
         };
@@ -481,6 +489,49 @@ async fn reads_answer_alike() {
         to_ms: osds_time::parse_ms("2024-01-03T12:00:00Z"),
         ..filter(None, None, None, 1)
     });
+    // The place filters and orders (issue 43) read the same on both: a box, a circle, depth and magnitude
+    // bounds, and every order.
+    let place = |place: crate::PlaceFilter, order: crate::Order| crate::EventFilter {
+        place,
+        order,
+        ..filter(None, None, None, 1)
+    };
+    filters.extend([
+        place(
+            crate::PlaceFilter {
+                area: Some(crate::GeoBox {
+                    min_latitude: 30.0,
+                    max_latitude: 30.01,
+                    min_longitude: 100.0,
+                    max_longitude: 110.0,
+                }),
+                ..Default::default()
+            },
+            crate::Order::Oldest,
+        ),
+        place(
+            crate::PlaceFilter {
+                circle: Some(crate::Circle {
+                    latitude: 30.0,
+                    longitude: 104.5,
+                    min_km: 0.5,
+                    max_km: 2.0,
+                }),
+                max_magnitude: Some(6.0),
+                ..Default::default()
+            },
+            crate::Order::Largest,
+        ),
+        place(Default::default(), crate::Order::Largest),
+        place(Default::default(), crate::Order::Smallest),
+        place(
+            crate::PlaceFilter {
+                min_depth_km: Some(0.0),
+                ..Default::default()
+            },
+            crate::Order::Newest,
+        ),
+    ]);
     for filter in &filters {
         let listed = |page: crate::EventPage| (format!("{:?}", page.items), page.total);
         let a = listed(lite.events(filter, horizon).await.unwrap());

@@ -1,6 +1,7 @@
 //! Reads of events: the filtered `/events` pages and their kept lists, one event with every version, the
 //! latest event of a channel, the months.
 
+use super::place::{Order, PlaceFilter};
 use crate::counts::{Listed, MatchList};
 use crate::db::{Columns, ReadPool};
 use crate::rows::{EventRow, EventVersions, MonthRow, VersionRow};
@@ -17,21 +18,23 @@ pub struct EventFilter {
     /// Exclusive upper bound on origin time, Unix ms.
     pub to_ms: Option<i64>,
     pub q: Option<String>,
-    pub min_magnitude: Option<f64>,
+    /// Origin time, box, circle, depth and magnitude (the same filters as the self-sensing list).
+    pub place: PlaceFilter,
+    pub order: Order,
     pub page: i64,
     pub limit: i64,
 }
 
 impl EventFilter {
-    /// What identifies the filter's total: everything but the page.
+    /// What identifies the filter's total and its list of matches: everything but the page and the order.
     fn count_key(&self) -> String {
         format!(
-            "{:?}|{:?}|{:?}|{:?}|{:?}",
+            "{:?}|{:?}|{:?}|{:?}|{}",
             self.source,
             self.from_ms,
             self.to_ms,
             self.q,
-            self.min_magnitude.map(f64::to_bits)
+            self.place.key()
         )
     }
 }
@@ -48,28 +51,26 @@ pub struct EventPage {
 
 /// The filter's condition on `e` (`1 = 1` for none) and the values of its `?`s.
 pub(crate) fn filter_sql(filter: &EventFilter) -> (String, Vec<Bind>) {
-    let mut clauses: Vec<&str> = Vec::new();
+    let mut clauses: Vec<String> = Vec::new();
     let mut binds: Vec<Bind> = Vec::new();
     if let Some(source) = &filter.source {
-        clauses.push("e.source = ?");
+        clauses.push("e.source = ?".to_string());
         binds.push(source.clone().into());
     }
     if let Some(from) = filter.from_ms {
-        clauses.push("e.origin_ms >= ?");
+        clauses.push("e.origin_ms >= ?".to_string());
         binds.push(from.into());
     }
     if let Some(to) = filter.to_ms {
-        clauses.push("e.origin_ms < ?");
+        clauses.push("e.origin_ms < ?".to_string());
         binds.push(to.into());
     }
-    if let Some(min) = filter.min_magnitude {
-        clauses.push("e.magnitude >= ?");
-        binds.push(Some(min).into());
-    }
+    filter.place.conditions("e.", &mut clauses, &mut binds);
     if let Some(q) = &filter.q {
         clauses.push(
             "(e.epicenter LIKE ? ESCAPE '\\' OR e.source_event_id LIKE ? ESCAPE '\\' \
-             OR e.upstream_ids LIKE ? ESCAPE '\\')",
+             OR e.upstream_ids LIKE ? ESCAPE '\\')"
+                .to_string(),
         );
         let pattern = like_pattern(q);
         binds.extend([
@@ -103,12 +104,13 @@ fn changed_events_sql(db: &ReadPool, matches_sql: &str) -> String {
 /// holds every filtered column in list order (a deep OFFSET skips index entries, not rows); then their columns.
 /// On SQLite CROSS JOIN keeps that order of the loops: left to itself, SQLite 3.46 walked the whole list index
 /// to save sorting 100 rows, looking up every event's text (200-600 ms a page without a channel filter).
-fn offset_page_sql(db: &ReadPool, where_sql: &str) -> String {
+fn offset_page_sql(db: &ReadPool, where_sql: &str, order: Order) -> String {
+    let order = order.sql("e.", "e.sort_ms", "e.last_report_id");
     format!(
         "SELECT {EVENT_COLUMNS} FROM (SELECT e.{key} AS rid FROM events e {where_sql} \
-         ORDER BY e.sort_ms DESC, e.last_report_id DESC LIMIT ? OFFSET ?) page \
+         ORDER BY {order} LIMIT ? OFFSET ?) page \
          {join} events e ON e.{key} = page.rid {join} report_texts t ON t.id = e.latest_report_id \
-         ORDER BY e.sort_ms DESC, e.last_report_id DESC",
+         ORDER BY {order}",
         key = db.event_key_column(),
         join = db.ordered_join()
     )
@@ -157,9 +159,12 @@ impl Store {
     pub async fn events(&self, filter: &EventFilter, horizon: i64) -> anyhow::Result<EventPage> {
         let (matches_sql, binds) = filter_sql(filter);
         let key = filter.count_key();
-        if let Some(page) = self
-            .listed_events(filter, horizon, &key, &matches_sql, &binds)
-            .await?
+        // A kept list is in time order, read either way; a magnitude order is read by offset.
+        let by_time = matches!(filter.order, Order::Newest | Order::Oldest);
+        if by_time
+            && let Some(page) = self
+                .listed_events(filter, horizon, &key, &matches_sql, &binds)
+                .await?
         {
             return Ok(page);
         }
@@ -200,7 +205,7 @@ impl Store {
                 total
             }
         };
-        let mut list = Statements::one(&offset_page_sql(&self.db, &where_sql));
+        let mut list = Statements::one(&offset_page_sql(&self.db, &where_sql, filter.order));
         for bind in binds {
             list.bind(bind.clone());
         }
@@ -286,13 +291,24 @@ impl Store {
         let offset =
             usize::try_from((filter.page - 1).saturating_mul(filter.limit)).unwrap_or(usize::MAX);
         let limit = usize::try_from(filter.limit).unwrap_or(0);
-        let page: Vec<i64> = list
-            .events
-            .iter()
-            .skip(offset)
-            .take(limit)
-            .map(|event| event.rowid)
-            .collect();
+        let rowid = |event: &Listed| event.rowid;
+        let page: Vec<i64> = match filter.order {
+            Order::Oldest => list
+                .events
+                .iter()
+                .rev()
+                .skip(offset)
+                .take(limit)
+                .map(rowid)
+                .collect(),
+            _ => list
+                .events
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(rowid)
+                .collect(),
+        };
         let items = if page.is_empty() {
             Vec::new()
         } else {

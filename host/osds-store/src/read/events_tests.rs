@@ -25,13 +25,20 @@ mod plan_tests {
         let (store, _writer, dir) = archive("event-plans", 30).await;
         let db = &store.db;
         let pages: [(String, Vec<Bind>); 4] = [
-            (offset_page_sql(db, ""), vec![100.into(), 200.into()]),
             (
-                offset_page_sql(db, "WHERE e.origin_ms >= ? AND e.magnitude >= ?"),
+                offset_page_sql(db, "", Order::Newest),
+                vec![100.into(), 200.into()],
+            ),
+            (
+                offset_page_sql(
+                    db,
+                    "WHERE e.origin_ms >= ? AND e.magnitude >= ?",
+                    Order::Newest,
+                ),
                 vec![0.into(), Some(3.0).into(), 100.into(), 200.into()],
             ),
             (
-                offset_page_sql(db, "WHERE e.source = ?"),
+                offset_page_sql(db, "WHERE e.source = ?", Order::Oldest),
                 vec!["cq".into(), 100.into(), 200.into()],
             ),
             (listed_page_sql(db), vec!["[3,1,2]".into()]),
@@ -107,9 +114,10 @@ mod listed_events_tests {
                         issued_at: None,
                         origin_at: origin_at.map(str::to_string),
                         epicenter: Some(epicenter.into()),
-                        latitude: None,
-                        longitude: None,
-                        depth_km: None,
+                        // Spread over the map by `n`, and one without a place.
+                        latitude: (n != 4).then_some(28.0 + n as f64 * 0.5),
+                        longitude: (n != 4).then_some(100.0 + n as f64),
+                        depth_km: (n != 4).then_some(5.0 * n as f64),
                         magnitude: Some(magnitude),
                         max_intensity: None,
                         is_final: false,
@@ -124,6 +132,12 @@ mod listed_events_tests {
     }
 
     fn filters() -> Vec<EventFilter> {
+        let place = |place: crate::PlaceFilter| EventFilter {
+            place,
+            page: 1,
+            limit: 1000,
+            ..Default::default()
+        };
         let filter =
             |source: Option<&str>, q: Option<&str>, min: Option<f64>, from: Option<i64>| {
                 EventFilter {
@@ -131,7 +145,11 @@ mod listed_events_tests {
                     from_ms: from,
                     to_ms: None,
                     q: q.map(str::to_string),
-                    min_magnitude: min,
+                    place: crate::PlaceFilter {
+                        min_magnitude: min,
+                        ..Default::default()
+                    },
+                    order: Default::default(),
                     page: 1,
                     limit: 1000,
                 }
@@ -147,36 +165,129 @@ mod listed_events_tests {
                 None,
                 osds_time::parse_ms("2025-01-01T00:00:00Z"),
             ),
+            place(crate::PlaceFilter {
+                area: Some(crate::GeoBox {
+                    min_latitude: 29.0,
+                    max_latitude: 32.0,
+                    min_longitude: 100.0,
+                    max_longitude: 110.0,
+                }),
+                ..Default::default()
+            }),
+            place(crate::PlaceFilter {
+                circle: Some(crate::Circle {
+                    latitude: 30.5,
+                    longitude: 105.0,
+                    min_km: 50.0,
+                    max_km: 450.0,
+                }),
+                ..Default::default()
+            }),
+            place(crate::PlaceFilter {
+                min_depth_km: Some(10.0),
+                max_depth_km: Some(40.0),
+                max_magnitude: Some(5.5),
+                start_ms: osds_time::parse_ms("2025-05-02T00:00:00Z"),
+                end_ms: osds_time::parse_ms("2025-05-05T00:00:00Z"),
+                ..Default::default()
+            }),
+            EventFilter {
+                order: Order::Oldest,
+                ..filter(Some("sc"), None, None, None)
+            },
+            EventFilter {
+                order: Order::Largest,
+                ..filter(None, None, None, None)
+            },
+            EventFilter {
+                order: Order::Smallest,
+                ..filter(None, Some("四川"), None, None)
+            },
         ]
     }
 
-    /// What the filter lists, by plain SQL: ids in list order.
+    /// Great-circle km by the haversine formula: not the filter's own unit vectors.
+    fn haversine_km(lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
+        let (p1, p2) = (lat1.to_radians(), lat2.to_radians());
+        let dp = p2 - p1;
+        let dl = (lon2 - lon1).to_radians();
+        let a = (dp / 2.0).sin().powi(2) + p1.cos() * p2.cos() * (dl / 2.0).sin().powi(2);
+        2.0 * crate::positions::EARTH_RADIUS_KM * a.sqrt().asin()
+    }
+
+    /// What the filter lists, every event read and filtered and ordered here: ids in list order.
     async fn expected(store: &Store, filter: &EventFilter) -> Vec<String> {
-        let mut sql = String::from("SELECT id FROM events WHERE 1");
-        let mut binds: Vec<Bind> = Vec::new();
-        if let Some(source) = &filter.source {
-            sql.push_str(" AND source = ?");
-            binds.push(source.clone().into());
-        }
-        if let Some(from) = filter.from_ms {
-            sql.push_str(" AND origin_ms >= ?");
-            binds.push(from.into());
-        }
-        if let Some(min) = filter.min_magnitude {
-            sql.push_str(" AND magnitude >= ?");
-            binds.push(Some(min).into());
-        }
-        if let Some(q) = &filter.q {
-            sql.push_str(" AND instr(epicenter, ?) > 0");
-            binds.push(q.clone().into());
-        }
-        sql.push_str(" ORDER BY sort_ms DESC, last_report_id DESC");
-        let mut query = Statements::one(&sql);
-        for bind in binds {
-            query.bind(bind);
-        }
+        let query = Statements::one(
+            "SELECT id, source, origin_ms, magnitude, epicenter, latitude, longitude, depth_km, sort_ms, \
+             last_report_id FROM events",
+        );
         let rows = query.sqlite_rows(store.db.sqlite().unwrap()).await.unwrap();
-        rows.iter().map(|row| row.get(0)).collect()
+        let place = &filter.place;
+        let within = |value: Option<f64>, low: Option<f64>, high: Option<f64>| {
+            (low.is_none() && high.is_none())
+                || value.is_some_and(|v| low.is_none_or(|l| v >= l) && high.is_none_or(|h| v <= h))
+        };
+        let mut kept: Vec<(String, Option<f64>, i64, i64)> = rows
+            .iter()
+            .filter(|row| {
+                let origin: Option<i64> = row.get("origin_ms");
+                let magnitude: Option<f64> = row.get("magnitude");
+                let epicenter: Option<String> = row.get("epicenter");
+                let (lat, lon): (Option<f64>, Option<f64>) =
+                    (row.get("latitude"), row.get("longitude"));
+                let depth: Option<f64> = row.get("depth_km");
+                let source: String = row.get("source");
+                let time_ok = |bound: Option<i64>, after: bool| {
+                    bound.is_none_or(|b| origin.is_some_and(|o| if after { o >= b } else { o < b }))
+                };
+                filter.source.as_ref().is_none_or(|s| *s == source)
+                    && time_ok(filter.from_ms, true)
+                    && time_ok(filter.to_ms, false)
+                    && time_ok(place.start_ms, true)
+                    && time_ok(place.end_ms, false)
+                    && within(magnitude, place.min_magnitude, place.max_magnitude)
+                    && within(depth, place.min_depth_km, place.max_depth_km)
+                    && filter.q.as_ref().is_none_or(|q| {
+                        epicenter.as_deref().is_some_and(|e| e.contains(q.as_str()))
+                    })
+                    && place.area.is_none_or(|a| {
+                        lat.zip(lon).is_some_and(|(lat, lon)| {
+                            (a.min_latitude..=a.max_latitude).contains(&lat)
+                                && (a.min_longitude..=a.max_longitude).contains(&lon)
+                        })
+                    })
+                    && place.circle.is_none_or(|c| {
+                        lat.zip(lon).is_some_and(|(lat, lon)| {
+                            let d = haversine_km(c.latitude, c.longitude, lat, lon);
+                            d >= c.min_km && d <= c.max_km
+                        })
+                    })
+            })
+            .map(|row| {
+                (
+                    row.get::<String, _>("id"),
+                    row.get::<Option<f64>, _>("magnitude"),
+                    row.get::<i64, _>("sort_ms"),
+                    row.get::<i64, _>("last_report_id"),
+                )
+            })
+            .collect();
+        let newest = |a: &(String, Option<f64>, i64, i64), b: &(String, Option<f64>, i64, i64)| {
+            (b.2, b.3).cmp(&(a.2, a.3))
+        };
+        // Unknown magnitudes last, either way.
+        let by_magnitude = |a: Option<f64>, b: Option<f64>, largest: bool| match (a, b) {
+            (Some(a), Some(b)) if largest => b.total_cmp(&a),
+            (Some(a), Some(b)) => a.total_cmp(&b),
+            (a, b) => a.is_none().cmp(&b.is_none()),
+        };
+        kept.sort_by(|a, b| match filter.order {
+            Order::Newest => newest(a, b),
+            Order::Oldest => newest(b, a),
+            Order::Largest => by_magnitude(a.1, b.1, true).then(newest(a, b)),
+            Order::Smallest => by_magnitude(a.1, b.1, false).then(newest(a, b)),
+        });
+        kept.into_iter().map(|k| k.0).collect()
     }
 
     async fn check_every_filter(store: &Store, round: &str) {

@@ -3,6 +3,7 @@
 
 mod deliveries;
 mod events;
+mod place;
 mod reports;
 mod status;
 
@@ -11,3 +12,4 @@ pub use deliveries::{ArchivedUnit, DeliveryPage, UnparsedFilter};
 pub(crate) use events::filter_sql;
 pub(crate) use events::like_pattern;
 pub use events::{EventFilter, EventPage};
+pub use place::{Circle, GeoBox, Order, PlaceFilter};
