@@ -1058,6 +1058,154 @@ async fn every_documented_parameter_bound_is_accepted_and_one_step_beyond_refuse
     }
 }
 
+/// What ObsPy parsed for one event is the JSON API's event: the same id, origin time, place, depth (null when
+/// unknown) and magnitude of its latest report, and a preliminary or final automatic origin.
+fn assert_obspy_event_is(parsed: &Value, event: &Value) {
+    let latest = &event["latest"];
+    let id = event["id"].as_str().unwrap();
+    assert_eq!(parsed["id"], format!("smi:osds/event/{id}"));
+    let origin = osds_time::parse_ms(latest["originAt"].as_str().unwrap()).unwrap();
+    let parsed_time = osds_time::parse_ms(parsed["time"].as_str().unwrap()).unwrap();
+    assert_eq!(parsed_time, origin, "{parsed}");
+    assert_eq!(parsed["latitude"], latest["latitude"]);
+    assert_eq!(parsed["longitude"], latest["longitude"]);
+    assert_eq!(parsed["depthKm"], latest["depthKm"]);
+    assert_eq!(parsed["magnitude"], latest["magnitude"]);
+    assert_eq!(parsed["description"], latest["epicenter"]);
+    assert_eq!(parsed["evaluationMode"], "automatic");
+    let status = if latest["isFinal"] == true {
+        "final"
+    } else {
+        "preliminary"
+    };
+    assert_eq!(parsed["evaluationStatus"], status);
+    assert_eq!(parsed["type"], "earthquake");
+}
+
+/// The FDSN event service, read by the real ObsPy FDSN client (which checks every request against the WADL):
+/// each filter, order and page gives the events the JSON API gives for the same question, in the same order.
+#[tokio::test(flavor = "multi_thread")]
+async fn obspys_fdsn_client_reads_the_events_the_json_api_gives() {
+    let (api, contract) = api().await;
+    let dir = tempdir("fdsn");
+    copy_into(archive(), &dir);
+    let server = support::launch(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"])
+        .start()
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .removing_dir();
+    let root = server.base.trim_end_matches("/api/v1").to_string();
+    let sc_id = sc_event_id(&api, &contract).await;
+    let queries = json!([
+        {},
+        {"starttime": "2026-01-01T16:00:00", "endtime": "2026-01-31T16:00:00"},
+        {"minlatitude": 20, "maxlatitude": 30, "minlongitude": 100, "maxlongitude": 125},
+        {"latitude": 29.5, "longitude": 105.0, "maxradius": 1.0},
+        {"minmagnitude": 5.25, "orderby": "magnitude"},
+        {"mindepth": 0, "maxdepth": 20},
+        {"orderby": "time-asc", "limit": 2, "offset": 2},
+        {"contributor": "fj"},
+        {"eventid": sc_id, "includeallorigins": true},
+        {"minmagnitude": 9},
+        {"catalog": "osds-hyp"},
+    ]);
+    let parsed = tokio::task::spawn_blocking({
+        let root = root.clone();
+        move || support::obspy_get_events(&root, &queries)
+    })
+    .await
+    .unwrap();
+    // The same questions of the JSON API (FDSN's end time is inclusive; a degree is 111.19 km on the sphere).
+    let same = [
+        "",
+        "start=2026-01-01T16:00:00Z&end=2026-01-31T16:00:00.001Z",
+        "minLatitude=20&maxLatitude=30&minLongitude=100&maxLongitude=125",
+        "latitude=29.5&longitude=105&maxRadiusKm=111.19",
+        "minMagnitude=5.25&order=magnitude",
+        "minDepthKm=0&maxDepthKm=20",
+        "order=time-asc",
+        "source=fj",
+    ];
+    for (index, query) in same.iter().enumerate() {
+        let page = contract
+            .get(&api, "/events", &format!("/events?{query}"), 200)
+            .await;
+        let mut events: Vec<Value> = page["items"].as_array().unwrap().clone();
+        if index == 6 {
+            events = events[1..3].to_vec();
+        }
+        let got = parsed[index]
+            .as_array()
+            .unwrap_or_else(|| panic!("{index}: {}", parsed[index]));
+        assert_eq!(got.len(), events.len(), "query {index} ({query}): {got:?}");
+        assert!(!events.is_empty(), "query {index} selects something");
+        for (parsed, event) in got.iter().zip(&events) {
+            assert_obspy_event_is(parsed, event);
+        }
+    }
+    // One event with every version as an origin, each with its magnitude.
+    let detail = contract
+        .get(&api, "/events/{id}", &format!("/events/{sc_id}"), 200)
+        .await;
+    let sc = &parsed[8][0];
+    assert_obspy_event_is(sc, &detail);
+    assert_eq!(sc["origins"], 4);
+    assert_eq!(sc["magnitudes"], 4);
+    // No event: ObsPy's own no-data answer (204), for a filter and for a catalogue without events.
+    assert_eq!(parsed[9], "nodata");
+    assert_eq!(parsed[10], "nodata");
+
+    // The text format, the small documents and an error in the FDSN form, naming the parameter.
+    let get = |path: &str| {
+        let url = format!("{root}/fdsnws/event/1/{path}");
+        async move {
+            let response = reqwest::get(&url).await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+    let (status, text) = get("query?format=text&orderby=time-asc&limit=2").await;
+    assert_eq!(status, 200);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("#EventID|Time|Latitude|Longitude|Depth/km|"));
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(
+        lines[1].split('|').nth(7),
+        Some("fj"),
+        "oldest first: {text}"
+    );
+    assert_eq!(get("version").await, (200, "1.2.0".to_string()));
+    let (_, catalogs) = get("catalogs").await;
+    assert!(
+        catalogs.contains("<Catalog>osds-eew</Catalog>")
+            && catalogs.contains("<Catalog>osds-hyp</Catalog>")
+    );
+    let (_, contributors) = get("contributors").await;
+    for name in ["cea", "sc", "fj", "cq", "osds-hyp"] {
+        assert!(
+            contributors.contains(&format!("<Contributor>{name}</Contributor>")),
+            "{contributors}"
+        );
+    }
+    let (status, error) = get("query?minlatitude=91").await;
+    assert_eq!(status, 400);
+    assert!(
+        error.starts_with("Error 400: Bad Request") && error.contains("minlatitude"),
+        "{error}"
+    );
+    let (status, error) = get("query?magnitudetype=mb").await;
+    assert_eq!(status, 400);
+    assert!(error.contains("magnitudetype"), "{error}");
+    let (status, _) = get("query?minmagnitude=9&nodata=404").await;
+    assert_eq!(status, 404);
+    let (status, _) = get("query?minmagnitude=9").await;
+    assert_eq!(status, 204);
+    // `updatedafter`: every event changed since it was archived (now), none after.
+    let (status, text) = get("query?format=text&updatedafter=2000-01-01").await;
+    assert_eq!((status, text.lines().count()), (200, 6), "{text}");
+    let (status, _) = get("query?updatedafter=2100-01-01T00:00:00").await;
+    assert_eq!(status, 204);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn schemathesis_finds_no_failure_in_the_real_server() {
     let st = support::schemathesis();

@@ -368,6 +368,53 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
         .await;
     assert_eq!(by_format, feature);
 
+    // The FDSN event service, read by ObsPy's FDSN client: the public event (never the hidden one or a
+    // candidate), at its latest report, with one origin per report when asked; the EEW catalogue is empty.
+    let root = server.base.trim_end_matches("/api/v1").to_string();
+    let queries = json!([
+        {"catalog": "osds-hyp"},
+        {"contributor": "osds-hyp", "latitude": 37.5, "longitude": 137.3, "maxradius": 0.5, "includeallorigins": true},
+        {"eventid": NOTO},
+        {"catalog": "osds-eew"},
+        {"contributor": "osds-hyp", "latitude": 35.0, "longitude": 135.0, "maxradius": 0.5},
+    ]);
+    let parsed = tokio::task::spawn_blocking(move || support::obspy_get_events(&root, &queries))
+        .await
+        .unwrap();
+    let latest = &event["reports"][3]["event"];
+    for (index, origins) in [(0, 1), (1, 4), (2, 1)] {
+        let events = parsed[index]
+            .as_array()
+            .unwrap_or_else(|| panic!("{index}: {}", parsed[index]));
+        assert_eq!(events.len(), 1, "{index}: {events:?}");
+        let got = &events[0];
+        assert_eq!(
+            got["id"],
+            format!("smi:osds/event/{}", NOTO.replace(':', "."))
+        );
+        assert_eq!(got["origins"], origins, "{index}");
+        assert_eq!(got["latitude"], latest["hypEstimate"]["latitude"]);
+        assert_eq!(got["longitude"], latest["hypEstimate"]["longitude"]);
+        assert_eq!(got["depthKm"], latest["hypEstimate"]["depthKm"]);
+        assert_eq!(got["magnitude"], latest["magnitude"]);
+        assert_eq!(
+            osds_time::parse_ms(got["time"].as_str().unwrap()),
+            Some(T0),
+            "{got}"
+        );
+        assert_eq!(got["evaluationStatus"], "final", "a finalized event");
+    }
+    // Every report an origin; the one without a magnitude has none.
+    let with_magnitude = event["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["event"]["magnitude"].is_number())
+        .count();
+    assert_eq!(parsed[1][0]["magnitudes"], with_magnitude);
+    assert_eq!(parsed[3], "nodata");
+    assert_eq!(parsed[4], "nodata");
+
     // One report, and the export.
     let third = contract
         .get(

@@ -186,6 +186,32 @@ pub fn schemathesis() -> PathBuf {
     installed_once(&INSTALLED, "install-schemathesis", "schemathesis", "bin/st")
 }
 
+/// The Python of a virtual environment with ObsPy, installed by `.ci/install-obspy` (pinned, from PyPI) under the
+/// target directory the first time a test needs it.
+pub fn obspy_python() -> PathBuf {
+    static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    installed_once(&INSTALLED, "install-obspy", "obspy", "bin/python")
+}
+
+/// Runs `tests/fdsn/obspy_client.py` against the FDSN event service at `base` (the server's root URL): each of
+/// `queries` (keyword arguments of ObsPy's `Client.get_events`) gives the events ObsPy parsed, as JSON, or the
+/// string `nodata`.
+pub fn obspy_get_events(base: &str, queries: &serde_json::Value) -> Vec<serde_json::Value> {
+    let output = std::process::Command::new(obspy_python())
+        .arg(tests_dir().join("fdsn/obspy_client.py"))
+        .arg(base)
+        .arg(queries.to_string())
+        .output()
+        .expect("run the ObsPy client");
+    assert!(
+        output.status.success(),
+        "the ObsPy client failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("the ObsPy client prints JSON")
+}
+
 /// Prometheus's `promtool`, unpacked by `.ci/install-promtool` (from Debian's `prometheus` package) under the
 /// target directory the first time a test needs it.
 pub fn promtool() -> PathBuf {

@@ -7,6 +7,7 @@
 pub mod describe;
 mod eew;
 pub mod error;
+pub mod fdsn;
 pub mod gateway;
 pub mod health;
 mod hyp;

@@ -97,6 +97,7 @@ pub fn place_params(params: &mut Params) -> Result<(PlaceFilter, Order), ApiErro
             max_depth_km,
             min_magnitude,
             max_magnitude,
+            updated_after_ms: None,
         },
         order,
     ))

@@ -3,7 +3,7 @@
 use crate::error::ApiError;
 use crate::gateway::{self, Gateway};
 use crate::state::AppState;
-use crate::{describe, eew, health, hyp, live};
+use crate::{describe, eew, fdsn, health, hyp, live};
 use axum::Router;
 use axum::extract::MatchedPath;
 use axum::http::{HeaderName, Method, Uri, header};
@@ -37,6 +37,7 @@ pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
             "/api/v1",
             eew::routes().merge(hyp::routes()).merge(describe::routes()),
         )
+        .nest(fdsn::BASE_PATH, fdsn::routes())
         // The index answers with and without the trailing slash (the document names it `/`).
         .route("/api/v1/", get(describe::index))
         .fallback(not_found)

@@ -622,8 +622,8 @@ fn upsert_event(
                 .push(
                     "INSERT INTO events (id, source, source_event_id, origin_at, origin_ms, sort_ms, month, latest_report_id, \
                      latest_revision, report_count, missing_revisions, epicenter, magnitude, upstream_ids, first_report_id, last_report_id, \
-                     latitude, longitude, depth_km, ux, uy, uz) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     updated_ms, latitude, longitude, depth_km, ux, uy, uz) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(v.event_key.to_string())
                 .bind(v.source.to_string())
@@ -639,7 +639,8 @@ fn upsert_event(
                 .bind(report.magnitude)
                 .bind(report.upstream_event_id.clone())
                 .bind(v.id)
-                .bind(v.id);
+                .bind(v.id)
+                .bind(parse_ms(v.received_at));
             for value in position.binds() {
                 statements.bind(value);
             }
@@ -667,7 +668,7 @@ fn upsert_event(
             statements
                 .push(&format!(
                     "UPDATE events SET origin_at = ?, origin_ms = ?, sort_ms = ?, month = ?, report_count = report_count + 1, \
-                     missing_revisions = ?, upstream_ids = ?, last_report_id = ?, \
+                     missing_revisions = ?, upstream_ids = ?, last_report_id = ?, updated_ms = ?, \
                      latest_report_id = CASE WHEN ? THEN ? ELSE latest_report_id END, \
                      latest_revision = CASE WHEN ? THEN ? ELSE latest_revision END, \
                      epicenter = CASE WHEN ? THEN ? ELSE epicenter END, \
@@ -682,6 +683,7 @@ fn upsert_event(
                 .bind(missing)
                 .bind(upstream_ids)
                 .bind(v.id)
+                .bind(parse_ms(v.received_at))
                 .bind(becomes_latest)
                 .bind(v.id)
                 .bind(becomes_latest)

@@ -297,7 +297,9 @@ impl Store {
             pattern.clone().into(),
             pattern.into(),
         ];
-        filter.place.conditions("", &mut clauses, &mut binds);
+        filter
+            .place
+            .conditions("", "updated_at", &mut clauses, &mut binds);
         let clause = clauses.join(" AND ");
         let filtered = |sql: &str| {
             let mut query = Statements::one(sql);

@@ -1,8 +1,9 @@
 //! Where each event is, kept on its row for the place filters of the event lists (migration 0014): the latest
 //! report's latitude, longitude and depth (and, for a self-sensing event, its magnitude and origin time; an EEW
 //! event has those already), with the unit vector of the position on a sphere (`ux`, `uy`, `uz`), so a distance
-//! test is arithmetic in SQL (SQLite has no trigonometry). The writers keep them current ([`Position::binds`]);
-//! an archive written before them has them filled in once when it is opened ([`fill_in`]).
+//! test is arithmetic in SQL (SQLite has no trigonometry), and, on an EEW event, when it last changed. The writers
+//! keep them current ([`Position::binds`]); an archive written before them has them filled in once when it is
+//! opened ([`fill_in`]).
 
 use crate::db::WriteConn;
 use crate::statements::{Statements, Value as Bind};
@@ -135,10 +136,17 @@ pub(crate) async fn fill_in<C: WriteConn>(conn: &mut C) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let events = fill_table(
         conn,
-        "SELECT e.id AS id, t.json AS json FROM events e JOIN report_texts t ON t.id = e.latest_report_id \
+        "SELECT e.id AS id, t.json AS json, r.received_at AS received_at FROM events e \
+         JOIN report_texts t ON t.id = e.latest_report_id JOIN reports r ON r.id = e.last_report_id \
          WHERE e.id > ? ORDER BY e.id LIMIT ?",
-        |row| Position::of_served(&row.text("json")),
-        "UPDATE events SET latitude = ?, longitude = ?, depth_km = ?, ux = ?, uy = ?, uz = ? WHERE id = ?",
+        |row| {
+            let mut values = Position::of_served(&row.text("json")).binds().to_vec();
+            // The last change: the newest version's reception.
+            values.push(osds_time::parse_ms(&row.text("received_at")).into());
+            values
+        },
+        "UPDATE events SET latitude = ?, longitude = ?, depth_km = ?, ux = ?, uy = ?, uz = ?, updated_ms = ? \
+         WHERE id = ?",
     )
     .await?;
     let hyp = fill_table(
@@ -146,7 +154,12 @@ pub(crate) async fn fill_in<C: WriteConn>(conn: &mut C) -> anyhow::Result<()> {
         "SELECT e.id AS id, r.payload AS payload FROM hyp_events e \
          JOIN hyp_reports r ON r.event_id = e.id AND r.number = e.latest_number \
          WHERE e.id > ? ORDER BY e.id LIMIT ?",
-        |row| Position::of_hyp_payload(&row.bytes("payload")),
+        |row| {
+            let position = Position::of_hyp_payload(&row.bytes("payload"));
+            let mut values = position.binds().to_vec();
+            values.extend([position.magnitude.into(), position.origin_ms.into()]);
+            values
+        },
         "UPDATE hyp_events SET latitude = ?, longitude = ?, depth_km = ?, ux = ?, uy = ?, uz = ?, \
          magnitude = ?, origin_ms = ? WHERE id = ?",
     )
@@ -164,35 +177,30 @@ pub(crate) async fn fill_in<C: WriteConn>(conn: &mut C) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads `select` (`id` and what `position` reads, from `id > ?`, `LIMIT ?`) in batches and writes each row's
-/// position with `update` (the six position columns, for `hyp_events` also magnitude and origin time, then
-/// the id). Returns the rows written.
+/// Reads `select` (`id` and what `values` reads, from `id > ?`, `LIMIT ?`) in batches and runs `update` with
+/// each row's `values` and then its id. Returns the rows written.
 async fn fill_table<C: WriteConn>(
     conn: &mut C,
     select: &str,
-    position: impl Fn(&dyn crate::db::Columns) -> Position,
+    values: impl Fn(&dyn crate::db::Columns) -> Vec<Bind>,
     update: &str,
 ) -> anyhow::Result<u64> {
-    let hyp = update.contains("origin_ms");
     let (mut after, mut done) = (String::new(), 0_u64);
     loop {
         let mut query = Statements::one(select);
         query.bind(after.clone()).bind(FILL_BATCH);
         let rows = conn
-            .rows(query, |row| (row.text("id"), position(row)))
+            .rows(query, |row| (row.text("id"), values(row)))
             .await?;
         let Some((last, _)) = rows.last() else {
             return Ok(done);
         };
         after = last.clone();
         let mut writes = Statements::default();
-        for (id, position) in &rows {
+        for (id, values) in rows.iter() {
             writes.push(update);
-            for value in position.binds() {
-                writes.bind(value);
-            }
-            if hyp {
-                writes.bind(position.magnitude).bind(position.origin_ms);
+            for value in values {
+                writes.bind(value.clone());
             }
             writes.bind(id.as_str());
         }

@@ -531,6 +531,13 @@ async fn reads_answer_alike() {
             },
             crate::Order::Newest,
         ),
+        place(
+            crate::PlaceFilter {
+                updated_after_ms: Some(0),
+                ..Default::default()
+            },
+            crate::Order::Smallest,
+        ),
     ]);
     for filter in &filters {
         let listed = |page: crate::EventPage| (format!("{:?}", page.items), page.total);

@@ -65,7 +65,9 @@ pub(crate) fn filter_sql(filter: &EventFilter) -> (String, Vec<Bind>) {
         clauses.push("e.origin_ms < ?".to_string());
         binds.push(to.into());
     }
-    filter.place.conditions("e.", &mut clauses, &mut binds);
+    filter
+        .place
+        .conditions("e.", "updated_ms", &mut clauses, &mut binds);
     if let Some(q) = &filter.q {
         clauses.push(
             "(e.epicenter LIKE ? ESCAPE '\\' OR e.source_event_id LIKE ? ESCAPE '\\' \

@@ -37,6 +37,8 @@ pub struct PlaceFilter {
     pub max_depth_km: Option<f64>,
     pub min_magnitude: Option<f64>,
     pub max_magnitude: Option<f64>,
+    /// Changed (a new version or report) after this (Unix ms).
+    pub updated_after_ms: Option<i64>,
 }
 
 /// The order of a list.
@@ -56,8 +58,15 @@ pub enum Order {
 const COSINE_SLACK: f64 = 1e-12;
 
 impl PlaceFilter {
-    /// Appends this filter's conditions on the columns of `table` (`e.` or empty) and their values.
-    pub(crate) fn conditions(&self, table: &str, clauses: &mut Vec<String>, binds: &mut Vec<Bind>) {
+    /// Appends this filter's conditions on the columns of `table` (`e.` or empty; `updated` names its column of
+    /// the last change) and their values.
+    pub(crate) fn conditions(
+        &self,
+        table: &str,
+        updated: &str,
+        clauses: &mut Vec<String>,
+        binds: &mut Vec<Bind>,
+    ) {
         let mut add = |clause: String, values: &[Bind]| {
             clauses.push(clause);
             binds.extend_from_slice(values);
@@ -67,6 +76,9 @@ impl PlaceFilter {
         }
         if let Some(end) = self.end_ms {
             add(format!("{table}origin_ms < ?"), &[end.into()]);
+        }
+        if let Some(after) = self.updated_after_ms {
+            add(format!("{table}{updated} > ?"), &[after.into()]);
         }
         if let Some(area) = self.area {
             add(
