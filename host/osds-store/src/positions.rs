@@ -122,7 +122,8 @@ pub(crate) fn bind_set_when(statements: &mut Statements, when: bool, position: &
 const FILL_BATCH: i64 = 2_000;
 
 /// Fills in the positions of an archive written before they were kept (`archive.positions_written` = 0), in
-/// batches, logging progress, then records that it is done; an interrupted run begins again on the next open.
+/// batches, logging progress, then records that it is done; an interrupted run goes on from where it was on the
+/// next open (an EEW event whose `updated_ms` is set is done).
 pub(crate) async fn fill_in<C: WriteConn>(conn: &mut C) -> anyhow::Result<()> {
     let written = conn
         .rows(
@@ -138,7 +139,7 @@ pub(crate) async fn fill_in<C: WriteConn>(conn: &mut C) -> anyhow::Result<()> {
         conn,
         "SELECT e.id AS id, t.json AS json, r.received_at AS received_at FROM events e \
          JOIN report_texts t ON t.id = e.latest_report_id JOIN reports r ON r.id = e.last_report_id \
-         WHERE e.id > ? ORDER BY e.id LIMIT ?",
+         WHERE e.id > ? AND e.updated_ms IS NULL ORDER BY e.id LIMIT ?",
         |row| {
             let mut values = Position::of_served(&row.text("json")).binds().to_vec();
             // The last change: the newest version's reception.
@@ -196,7 +197,9 @@ async fn fill_table<C: WriteConn>(
             return Ok(done);
         };
         after = last.clone();
-        let mut writes = Statements::default();
+        // One transaction a batch: a commit (and its fsync) per row made a 1M-version archive take a minute.
+        // (An error ends the opening, and with it the connection.)
+        let mut writes = Statements::one("BEGIN");
         for (id, values) in rows.iter() {
             writes.push(update);
             for value in values {
@@ -204,6 +207,7 @@ async fn fill_table<C: WriteConn>(
             }
             writes.bind(id.as_str());
         }
+        writes.push("COMMIT");
         conn.run(writes).await?;
         done += rows.len() as u64;
         if done.is_multiple_of(50_000) {
@@ -266,7 +270,7 @@ mod tests {
         let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
         sqlx::query(
             "UPDATE events SET latitude = NULL, longitude = NULL, depth_km = NULL, ux = NULL, uy = NULL, \
-             uz = NULL; UPDATE archive SET positions_written = 0",
+             uz = NULL, updated_ms = NULL; UPDATE archive SET positions_written = 0",
         )
         .execute(&mut conn)
         .await
@@ -295,7 +299,8 @@ mod tests {
         assert_eq!(page.total, 3, "{:?}", page.items);
         let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
         let (unplaced, written): (i64, i64) = sqlx::query_as(
-            "SELECT (SELECT COUNT(*) FROM events WHERE ux IS NULL), positions_written FROM archive",
+            "SELECT (SELECT COUNT(*) FROM events WHERE ux IS NULL OR updated_ms IS NULL), positions_written \
+             FROM archive",
         )
         .fetch_one(&mut conn)
         .await
