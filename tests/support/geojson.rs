@@ -1,4 +1,4 @@
-//! GeoJSON answers checked against the GeoJSON project's own schemas (`tests/fixtures/geojson`) and against the
+//! GeoJSON answers checked against the GeoJSON project's own schemas (`tests/geojson`) and against the
 //! JSON answer they are the map form of.
 
 use super::tests_dir;
@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// Validates `value` against the GeoJSON project's schema of `kind` (`Feature` or `FeatureCollection`).
 pub fn check(kind: &str, value: &Value) {
-    let path = tests_dir().join(format!("fixtures/geojson/{kind}.json"));
+    let path = tests_dir().join(format!("geojson/{kind}.json"));
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let validator = jsonschema::options()
         .with_draft(jsonschema::Draft::Draft7)
