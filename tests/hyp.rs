@@ -523,7 +523,34 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
             let with = contract.companions(&parameter);
             for value in good {
                 let path = format!("{concrete}?{name}={}{with}", encode(&value));
-                contract.get(&server, template, &path, 200).await;
+                // A live cursor above the archive's six reports is well formed, and refused as another
+                // archive's.
+                let ahead = name == "after" && value.parse::<i64>().is_ok_and(|after| after > 6);
+                match template.as_str() {
+                    _ if ahead => {
+                        let body = contract.get(&server, template, &path, 409).await;
+                        assert_eq!(body["code"], "cursor_ahead_of_archive");
+                    }
+                    // A stream never ends: its head is the answer.
+                    "/hyp/stream" => {
+                        let response = reqwest::get(server.url(&path)).await.unwrap();
+                        assert_eq!(response.status(), 200, "GET {path}");
+                        assert_eq!(response.headers()["content-type"], "text/event-stream");
+                        contract
+                            .covered
+                            .lock()
+                            .unwrap()
+                            .insert((template.clone(), 200));
+                    }
+                    // Without an upgrade a good cursor can only be refused for the missing upgrade.
+                    "/hyp/ws" => {
+                        let body = contract.get(&server, template, &path, 400).await;
+                        assert_eq!(body["code"], "websocket_upgrade_required");
+                    }
+                    _ => {
+                        contract.get(&server, template, &path, 200).await;
+                    }
+                }
             }
             for value in bad {
                 let path = format!("{concrete}?{name}={}{with}", encode(&value));
@@ -532,6 +559,150 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
         }
     }
     contract.assert_covered(&templates, &["200", "400", "404"]);
+}
+
+/// `(cursor, event id, report number)` of a live report message's `id` and `data`.
+fn live_report(id: &str, data: &Value) -> (i64, String, i64) {
+    (
+        id.parse().unwrap(),
+        data["eventId"].as_str().unwrap().to_string(),
+        data["report"]["reportNumber"].as_i64().unwrap(),
+    )
+}
+
+/// The next `report` of a self-sensing SSE stream, as [`live_report`] reads it (status messages skipped).
+async fn next_live_report(stream: &mut support::live::SseClient) -> (i64, String, i64) {
+    loop {
+        let event = stream.next_event().await.expect("the stream goes on");
+        if event.event.as_deref() == Some("report") {
+            let data: Value = serde_json::from_str(&event.data).unwrap();
+            return live_report(event.id.as_deref().unwrap(), &data);
+        }
+        assert_eq!(event.event.as_deref(), Some("status"), "{event:?}");
+    }
+}
+
+/// Live self-sensing: the published reports (not a candidate's, not a hidden event's) replayed from a cursor over
+/// SSE and WebSocket, new ones pushed as `osds hyp import` archives them, and a consumer that reconnects after a
+/// restart with its last cursor gets exactly what it missed.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_self_sensing_reports_resume_by_cursor_across_a_restart() {
+    const LATER: &str = "hyp:20240105T000000:1";
+    let dir = tempdir("hyp-live");
+    let database = new_archive(&dir).await;
+    let import = |name: &str, lines: &[Value]| {
+        let file = dir.join(name);
+        let jsonl: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&file, jsonl).unwrap();
+        let imported = run(&[
+            "hyp",
+            "import",
+            "--database-url",
+            &database,
+            file.to_str().unwrap(),
+        ]);
+        assert!(imported.status.success(), "{}", text(&imported));
+    };
+    // Cursors 1-6: Noto's candidate, preliminary, tracking and finalized reports; a candidate-only event; an
+    // event that is then hidden.
+    import(
+        "first.jsonl",
+        &[
+            solution(NOTO, 1, "candidate", stations(2, 0.3, T0), None),
+            solution(NOTO, 2, "preliminary", stations(4, 0.3, T0), None),
+            solution(NOTO, 3, "tracking", stations(12, 0.6, T0), Some(7.3)),
+            solution(NOTO, 4, "finalized", stations(22, 0.4, T0), Some(7.5)),
+            solution(CANDIDATE_ONLY, 1, "candidate", stations(2, 0.3, T0), None),
+            solution(TO_HIDE, 1, "preliminary", stations(5, 0.5, T0), None),
+        ],
+    );
+    let hidden = run(&["hyp", "hide", "--database-url", &database, TO_HIDE]);
+    assert!(hidden.status.success(), "{}", text(&hidden));
+    let mut server = start_server_in(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
+    let served = get_json(&server.url(&format!("/hyp/events/{}", NOTO.replace(':', "%3A")))).await;
+
+    let mut stream = support::live::SseClient::connect(&server.url("/hyp/stream?after=0"), None)
+        .await
+        .unwrap();
+    let ready = stream.next_event().await.unwrap();
+    assert_eq!(ready.event.as_deref(), Some("ready"));
+    let ready: Value = serde_json::from_str(&ready.data).unwrap();
+    assert_eq!(
+        (ready["cursor"].as_i64(), ready["highWater"].as_i64()),
+        (Some(0), Some(6))
+    );
+    let noto = |n: i64, cursor: i64| (cursor, NOTO.to_string(), n);
+    for expected in [noto(2, 2), noto(3, 3), noto(4, 4)] {
+        assert_eq!(next_live_report(&mut stream).await, expected);
+    }
+
+    // The WebSocket: the same reports, each as the report endpoint serves it; `ping` is answered.
+    let (mut ws, _) = tokio_tungstenite::connect_async(server.ws_url("/hyp/ws?after=0"))
+        .await
+        .unwrap();
+    let ready = support::live::ws_next(&mut ws).await.unwrap();
+    assert_eq!(
+        (ready["type"].as_str(), ready["cursor"].as_i64()),
+        (Some("ready"), Some(0))
+    );
+    for expected in [noto(2, 2), noto(3, 3), noto(4, 4)] {
+        let message = support::live::ws_next(&mut ws).await.unwrap();
+        assert_eq!(message["type"], "report");
+        let got = live_report(&message["id"].to_string(), &message["data"]);
+        assert_eq!(got, expected);
+        assert_eq!(
+            message["data"]["report"],
+            served["reports"][(got.2 - 1) as usize]
+        );
+    }
+    use futures_util::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::Text("ping".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        support::live::ws_next(&mut ws).await.unwrap()["type"],
+        "pong"
+    );
+
+    // Archived while the stream is open (by another process): pushed, in order.
+    import(
+        "later.jsonl",
+        &[
+            solution(LATER, 1, "preliminary", stations(5, 0.5, T0), None),
+            solution(LATER, 2, "tracking", stations(9, 0.5, T0), Some(5.1)),
+        ],
+    );
+    let later = |n: i64, cursor: i64| (cursor, LATER.to_string(), n);
+    assert_eq!(next_live_report(&mut stream).await, later(1, 7));
+    assert_eq!(next_live_report(&mut stream).await, later(2, 8));
+    drop(stream);
+    drop(ws);
+
+    // The service restarts; one report is archived meanwhile; the consumer comes back with its last cursor.
+    server.stop().await;
+    import(
+        "while-down.jsonl",
+        &[solution(
+            LATER,
+            3,
+            "finalized",
+            stations(9, 0.5, T0),
+            Some(5.2),
+        )],
+    );
+    let server = start_server_in(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
+    let mut stream = support::live::SseClient::connect(&server.url("/hyp/stream"), Some("8"))
+        .await
+        .unwrap();
+    let ready: Value = serde_json::from_str(&stream.next_event().await.unwrap().data).unwrap();
+    assert_eq!(
+        (ready["cursor"].as_i64(), ready["highWater"].as_i64()),
+        (Some(8), Some(9))
+    );
+    assert_eq!(next_live_report(&mut stream).await, later(3, 9));
+    // A cursor from another archive is refused.
+    let ahead = support::live::SseClient::connect(&server.url("/hyp/stream?after=10"), None).await;
+    assert_eq!(ahead.err().map(|(status, _)| status), Some(409));
 }
 
 #[tokio::test(flavor = "multi_thread")]

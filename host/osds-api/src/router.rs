@@ -54,6 +54,8 @@ pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
         // subscriber, measured with heaptrack).
         .route("/api/v1/stream", get(live::stream))
         .route("/api/v1/ws", get(live::ws))
+        .route("/api/v1/hyp/stream", get(live::hyp::stream))
+        .route("/api/v1/hyp/ws", get(live::hyp::ws))
         .with_state(state.clone())
         .layer(middleware::from_fn_with_state(
             gateway.clone(),

@@ -40,6 +40,8 @@ pub struct AppState {
     pub hub: Arc<Hub>,
     /// SSE streams that took their connections from hyper; a shutdown waits for them as for connections.
     pub live_streams: tokio_util::task::TaskTracker,
+    /// The self-sensing horizon the live self-sensing channels follow.
+    pub hyp_horizon: Arc<crate::live::hyp_horizon::HypHorizon>,
 }
 
 /// Live delivery's part of the state (see `crate::live::state`).
@@ -55,6 +57,7 @@ impl axum::extract::FromRef<AppState> for LiveState {
             recent: state.recent.clone(),
             hub: state.hub.clone(),
             streams: state.live_streams.clone(),
+            hyp_horizon: state.hyp_horizon.clone(),
         }
     }
 }

@@ -35,6 +35,14 @@ impl HypReport {
     }
 }
 
+/// `HypLiveReport`: a report as `/hyp/stream` and `/hyp/ws` send it, with its event's id.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HypLiveReport<'a> {
+    pub event_id: &'a str,
+    pub report: HypReport,
+}
+
 /// `HypEventHead` (its keys are snake_case, as the contract has them).
 #[derive(Serialize)]
 pub struct HypEventHead<'a> {

@@ -357,6 +357,7 @@ impl Service {
             backups: Arc::new(backups),
             shaper,
             scorecard,
+            hyp_horizon: osds_api::live::hyp_horizon::HypHorizon::new(),
         };
         let detector = start_detector(
             detector,

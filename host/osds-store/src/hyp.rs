@@ -67,6 +67,14 @@ pub struct HypReportRow {
     pub sha256: String,
 }
 
+/// A published report with its place in the live channel.
+#[derive(Debug, Clone)]
+pub struct HypLiveRow {
+    pub seq: i64,
+    pub event_id: String,
+    pub report: HypReportRow,
+}
+
 /// A station of an event with its metrics.
 #[derive(Debug, Clone)]
 pub struct HypStationRow {
@@ -196,8 +204,9 @@ pub(crate) async fn append_report<C: WriteConn>(
     }
     writes
         .push(
+            // `seq`: the live channel's cursor, the next in archive order (one detector writes at a time).
             "INSERT INTO hyp_reports (event_id, number, payload, sha256, status, reported_at, recorded_at, shaper, \
-             solution) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             solution, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM hyp_reports))",
         )
         .bind(input.event_id.as_str())
         .bind(input.number)
@@ -351,6 +360,35 @@ impl Store {
         );
         query.bind(id).bind(number);
         self.db.row(query, report_row).await
+    }
+
+    /// The live self-sensing channel's horizon: the last report archived (0 for none).
+    pub async fn hyp_high_water(&self) -> anyhow::Result<i64> {
+        self.db
+            .one(
+                Statements::one("SELECT COALESCE(MAX(seq), 0) AS high FROM hyp_reports"),
+                |r| r.int("high"),
+            )
+            .await
+    }
+
+    /// The published reports archived in (`after`, `until`], in archive order: those no longer `candidate`, of
+    /// events an operator has not hidden. (A report's status never changes, so a live consumer and one
+    /// replaying later get the same reports; hiding an event stops its reports from then on.)
+    pub async fn hyp_published(&self, after: i64, until: i64) -> anyhow::Result<Vec<HypLiveRow>> {
+        let mut query = Statements::one(
+            "SELECT r.seq, r.event_id, r.number, r.payload, r.sha256 FROM hyp_reports r \
+             JOIN hyp_events e ON e.id = r.event_id \
+             WHERE r.seq > ? AND r.seq <= ? AND r.status <> 'candidate' AND e.hidden = 0 ORDER BY r.seq",
+        );
+        query.bind(after).bind(until);
+        self.db
+            .rows(query, |row| HypLiveRow {
+                seq: row.int("seq"),
+                event_id: row.text("event_id"),
+                report: report_row(row),
+            })
+            .await
     }
 
     /// The stations the algorithm associated with an event, with their peaks.

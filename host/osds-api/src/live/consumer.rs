@@ -76,7 +76,7 @@ fn requested(
 }
 
 /// The `Last-Event-ID` header's cursor, if it holds one.
-fn last_event_id(headers: Option<&HeaderMap>) -> Result<Option<i64>, ApiError> {
+pub(super) fn last_event_id(headers: Option<&HeaderMap>) -> Result<Option<i64>, ApiError> {
     let Some(value) = headers.and_then(|h| h.get("last-event-id")) else {
         return Ok(None);
     };

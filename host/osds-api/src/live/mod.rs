@@ -9,6 +9,8 @@ pub mod config;
 mod consumer;
 pub mod feed;
 pub mod hub;
+pub mod hyp;
+pub mod hyp_horizon;
 pub mod recent;
 pub mod sse;
 pub mod state;

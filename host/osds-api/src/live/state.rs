@@ -29,4 +29,6 @@ pub struct LiveState {
     pub hub: Arc<Hub>,
     /// SSE streams that took their connections from hyper; a shutdown waits for them as for connections.
     pub streams: tokio_util::task::TaskTracker,
+    /// The self-sensing horizon the live self-sensing channels follow.
+    pub hyp_horizon: Arc<super::hyp_horizon::HypHorizon>,
 }
