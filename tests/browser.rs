@@ -310,3 +310,124 @@ async fn the_reference_page_renders_every_documented_path_offline() {
         .await;
     assert!(linked.as_u64().unwrap() > 0, "{linked}");
 }
+
+const SC_FRAME: &str = r#"{"type":"sc_eew","ID":811,"EventID":"202608281313.0001_1","ReportTime":"2026-08-28 13:14:01","ReportNum":1,"OriginTime":"2026-08-28 13:13:34","HypoCenter":"四川内江市隆昌市","Latitude":29.239,"Longitude":105.227,"Magunitude":5.3,"Depth":12,"MaxIntensity":7.1}"#;
+
+impl Browser {
+    /// The page as Chromium draws it: the PNG's width, height and RGB(A) pixels, 8 bits each.
+    async fn screenshot(&self) -> (u32, u32, usize, Vec<u8>) {
+        use base64::Engine;
+        let response: Value = self
+            .http
+            .get(format!("{}/session/{}/screenshot", self.base, self.session))
+            .send()
+            .await
+            .expect("WebDriver screenshot")
+            .json()
+            .await
+            .expect("WebDriver JSON");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(response["value"].as_str().expect("a base64 PNG"))
+            .expect("base64");
+        let mut decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+        decoder.set_transformations(png::Transformations::normalize_to_color8());
+        let mut reader = decoder.read_info().expect("a PNG");
+        let mut pixels = vec![0; reader.output_buffer_size().expect("a size")];
+        let info = reader.next_frame(&mut pixels).expect("a frame");
+        let channels = info.color_type.samples();
+        pixels.truncate(info.line_size * info.height as usize);
+        (info.width, info.height, channels, pixels)
+    }
+}
+
+/// The live map page, as a person would open it: a report pushed through the relay appears on it as it is
+/// archived, in the list and as a red marker at its place on the coastline's map (read back from a
+/// screenshot); a cancelled training report is marked as such.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_live_map_shows_a_pushed_report_where_it_is() {
+    ensure_browser();
+    let (relay, server) = start_connected(RelayConfig::default(), &[]).await;
+    let browser = Browser::start().await;
+    browser
+        .command("/window/rect", json!({ "width": 1300, "height": 850 }))
+        .await;
+    browser.open(&server.url("/map")).await;
+    eventually(20, "the map follows the live channels", || async {
+        let state = browser
+            .eval("return document.getElementById('state').textContent")
+            .await;
+        (state == "live").then_some(())
+    })
+    .await;
+    let coast = browser
+        .eval("return document.querySelectorAll('path.coast').length")
+        .await;
+    assert!(
+        coast.as_u64().unwrap() > 50,
+        "the coastline is drawn: {coast}"
+    );
+    assert_eq!(
+        browser
+            .eval("return document.querySelectorAll('circle.eew').length")
+            .await,
+        0
+    );
+
+    relay.push_to("/sc_eew", SC_FRAME.as_bytes()).await;
+    let cancelled =
+        std::fs::read(tests_dir().join("fixtures/fj/cancel-and-training-flags.json")).unwrap();
+    relay.push_to("/fj_eew", &cancelled).await;
+    eventually(20, "both reports on the map", || async {
+        let markers = browser
+            .eval("return document.querySelectorAll('circle.eew').length")
+            .await;
+        (markers == 2).then_some(())
+    })
+    .await;
+    let sc = browser
+        .eval("return document.querySelector('#eew [data-source=sc]').textContent")
+        .await;
+    let sc = sc.as_str().unwrap();
+    assert!(
+        sc.starts_with("sc M5.3 12 km 四川内江市隆昌市 2026-08-28T05:13:34Z"),
+        "{sc}"
+    );
+    let fj = browser
+        .eval("const e = document.querySelector('#eew [data-source=fj]'); return [e.textContent, e.className]")
+        .await;
+    assert!(
+        fj[0].as_str().unwrap().contains("(cancelled) (test)"),
+        "{fj}"
+    );
+    assert!(fj[1].as_str().unwrap().contains("cancelled"), "{fj}");
+
+    // The screenshot: red where the sc marker is drawn, not red a little way off it.
+    let at = browser
+        .eval(
+            "const r = document.querySelector('circle.eew[data-source=sc]').getBoundingClientRect(); \
+             return [r.x + r.width / 2, r.y + r.height / 2, window.devicePixelRatio]",
+        )
+        .await;
+    let (cx, cy, ratio) = (
+        at[0].as_f64().unwrap(),
+        at[1].as_f64().unwrap(),
+        at[2].as_f64().unwrap(),
+    );
+    let (width, height, channels, pixels) = browser.screenshot().await;
+    let rgb = |x: f64, y: f64| {
+        let (x, y) = ((x * ratio) as u32, (y * ratio) as u32);
+        assert!(
+            x < width && y < height,
+            "({x}, {y}) outside {width}x{height}"
+        );
+        let at = (y * width + x) as usize * channels;
+        (pixels[at], pixels[at + 1], pixels[at + 2])
+    };
+    let red = |(r, g, b): (u8, u8, u8)| r > 200 && g < 80 && b < 80;
+    assert!(red(rgb(cx, cy)), "the marker is red: {:?}", rgb(cx, cy));
+    assert!(
+        !red(rgb(cx + 40.0, cy + 40.0)),
+        "{:?}",
+        rgb(cx + 40.0, cy + 40.0)
+    );
+}

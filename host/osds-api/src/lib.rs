@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod health;
 mod hyp;
 pub mod live;
+mod map;
 pub mod net;
 pub mod params;
 mod place;

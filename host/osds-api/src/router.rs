@@ -3,7 +3,7 @@
 use crate::error::ApiError;
 use crate::gateway::{self, Gateway};
 use crate::state::AppState;
-use crate::{describe, eew, fdsn, health, hyp, live};
+use crate::{describe, eew, fdsn, health, hyp, live, map};
 use axum::Router;
 use axum::extract::MatchedPath;
 use axum::http::{HeaderName, Method, Uri, header};
@@ -35,7 +35,10 @@ pub fn router(state: AppState, gateway: Arc<Gateway>) -> Router {
     Router::new()
         .nest(
             "/api/v1",
-            eew::routes().merge(hyp::routes()).merge(describe::routes()),
+            eew::routes()
+                .merge(hyp::routes())
+                .merge(describe::routes())
+                .merge(map::routes()),
         )
         .nest(fdsn::BASE_PATH, fdsn::routes())
         // The index answers with and without the trailing slash (the document names it `/`).
