@@ -38,22 +38,56 @@ impl EventTotals {
 }
 
 /// One event of a filter's list: its rowid and its place in the list order (`sort_ms` DESC, then
-/// `last_report_id` DESC; no two events share a `last_report_id`, so the order is total).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `last_report_id` DESC; no two events share a `last_report_id`, so the order is total), and its magnitude
+/// for the magnitude orders.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Listed {
     pub(crate) sort_ms: i64,
     pub(crate) last_id: i64,
     pub(crate) rowid: i64,
+    pub(crate) magnitude: Option<f64>,
 }
 
-/// A filter's list as it stood at `horizon`.
+/// A filter's list as it stood at `horizon`, and its rowids in each magnitude order, sorted the first time a
+/// page in that order is asked for.
 #[derive(Debug, Clone)]
 pub(crate) struct MatchList {
     pub(crate) horizon: i64,
     pub(crate) events: std::sync::Arc<Vec<Listed>>,
+    largest_first: std::sync::Arc<std::sync::OnceLock<Vec<i64>>>,
+    smallest_first: std::sync::Arc<std::sync::OnceLock<Vec<i64>>>,
 }
 
 impl MatchList {
+    pub(crate) fn new(horizon: i64, events: Vec<Listed>) -> MatchList {
+        MatchList {
+            horizon,
+            events: std::sync::Arc::new(events),
+            largest_first: Default::default(),
+            smallest_first: Default::default(),
+        }
+    }
+
+    /// The rowids by magnitude, largest (or smallest) first, unknown last; events of one magnitude in list
+    /// order (newest first), as `ORDER BY magnitude, sort_ms DESC, last_report_id DESC` gives them.
+    pub(crate) fn by_magnitude(&self, largest: bool) -> &[i64] {
+        let cell = if largest {
+            &self.largest_first
+        } else {
+            &self.smallest_first
+        };
+        cell.get_or_init(|| {
+            let mut events: Vec<&Listed> = self.events.iter().collect();
+            // Stable: the list order stays among equal magnitudes.
+            events.sort_by(|a, b| match (a.magnitude, b.magnitude) {
+                (Some(a), Some(b)) if largest => b.total_cmp(&a),
+                (Some(a), Some(b)) => a.total_cmp(&b),
+                (a, b) => a.is_none().cmp(&b.is_none()),
+            });
+            events.iter().map(|e| e.rowid).collect()
+        })
+    }
+
     /// The list at a newer horizon, given every event a version after `self.horizon` changed (`changed`, each
     /// with whether it matches the filter now): those events leave their old places and the matching ones
     /// take their new ones. Events change only with a new version (its id is their `last_report_id`), so the
@@ -79,10 +113,7 @@ impl MatchList {
             events.push(*event);
         }
         events.extend(placed);
-        MatchList {
-            horizon,
-            events: std::sync::Arc::new(events),
-        }
+        MatchList::new(horizon, events)
     }
 }
 
@@ -195,14 +226,12 @@ mod event_matches_tests {
             sort_ms,
             last_id,
             rowid,
+            magnitude: None,
         }
     }
 
     fn list(horizon: i64, events: Vec<Listed>) -> MatchList {
-        MatchList {
-            horizon,
-            events: Arc::new(events),
-        }
+        MatchList::new(horizon, events)
     }
 
     fn rowids(list: &MatchList) -> Vec<i64> {

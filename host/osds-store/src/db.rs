@@ -36,6 +36,7 @@ pub(crate) trait Columns {
     fn text(&self, column: &str) -> String;
     fn opt_text(&self, column: &str) -> Option<String>;
     fn real(&self, column: &str) -> f64;
+    fn opt_real(&self, column: &str) -> Option<f64>;
     fn bytes(&self, column: &str) -> Vec<u8>;
     fn opt_bytes(&self, column: &str) -> Option<Vec<u8>>;
 }
@@ -103,6 +104,9 @@ macro_rules! columns {
             fn real(&self, column: &str) -> f64 {
                 self.get(column)
             }
+            fn opt_real(&self, column: &str) -> Option<f64> {
+                self.get(column)
+            }
             fn bytes(&self, column: &str) -> Vec<u8> {
                 self.get(column)
             }
@@ -129,6 +133,9 @@ impl Columns for rusqlite::Row<'_> {
         rusqlite_column(self, column)
     }
     fn real(&self, column: &str) -> f64 {
+        rusqlite_column(self, column)
+    }
+    fn opt_real(&self, column: &str) -> Option<f64> {
         rusqlite_column(self, column)
     }
     fn bytes(&self, column: &str) -> Vec<u8> {

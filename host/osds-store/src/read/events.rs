@@ -96,7 +96,7 @@ const EVENT_COLUMNS: &str = "e.id AS e_id, e.source AS e_source, e.source_event_
 /// with whether it matches `matches_sql` now; the condition's own `?` come first.
 fn changed_events_sql(db: &ReadPool, matches_sql: &str) -> String {
     format!(
-        "SELECT e.{key} AS rid, e.sort_ms, e.last_report_id, CASE WHEN {matches_sql} THEN 1 ELSE 0 END AS matches \
+        "SELECT e.{key} AS rid, e.sort_ms, e.last_report_id, e.magnitude, CASE WHEN {matches_sql} THEN 1 ELSE 0 END AS matches \
          FROM events e WHERE e.id IN (SELECT event_key FROM reports WHERE id > ? AND id <= ?)",
         key = db.event_key_column()
     )
@@ -161,12 +161,10 @@ impl Store {
     pub async fn events(&self, filter: &EventFilter, horizon: i64) -> anyhow::Result<EventPage> {
         let (matches_sql, binds) = filter_sql(filter);
         let key = filter.count_key();
-        // A kept list is in time order, read either way; a magnitude order is read by offset.
-        let by_time = matches!(filter.order, Order::Newest | Order::Oldest);
-        if by_time
-            && let Some(page) = self
-                .listed_events(filter, horizon, &key, &matches_sql, &binds)
-                .await?
+        // A kept list is in time order, read either way, and sorted by magnitude when a page asks for it.
+        if let Some(page) = self
+            .listed_events(filter, horizon, &key, &matches_sql, &binds)
+            .await?
         {
             return Ok(page);
         }
@@ -295,6 +293,13 @@ impl Store {
         let limit = usize::try_from(filter.limit).unwrap_or(0);
         let rowid = |event: &Listed| event.rowid;
         let page: Vec<i64> = match filter.order {
+            Order::Newest => list
+                .events
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(rowid)
+                .collect(),
             Order::Oldest => list
                 .events
                 .iter()
@@ -303,12 +308,12 @@ impl Store {
                 .take(limit)
                 .map(rowid)
                 .collect(),
-            _ => list
-                .events
+            Order::Largest | Order::Smallest => list
+                .by_magnitude(filter.order == Order::Largest)
                 .iter()
                 .skip(offset)
                 .take(limit)
-                .map(rowid)
+                .copied()
                 .collect(),
         };
         let items = if page.is_empty() {
@@ -335,7 +340,7 @@ impl Store {
     }
 
     /// Every event matching `matches_sql`, in list order, in one row (sqlx hands rows over one by one, ~4 us
-    /// each): `rowid,sort_ms,last_report_id` of each, joined by commas.
+    /// each): `rowid,sort_ms,last_report_id,magnitude` of each (an unknown magnitude empty), joined by commas.
     async fn read_list(
         &self,
         horizon: i64,
@@ -343,38 +348,42 @@ impl Store {
         binds: &[Bind],
     ) -> anyhow::Result<MatchList> {
         let sql = format!(
-            "SELECT string_agg(CAST(rid AS TEXT) || ',' || CAST(sort_ms AS TEXT) || ',' || CAST(last_id AS TEXT), \
-             ',' ORDER BY sort_ms DESC, last_id DESC) AS list FROM \
-             (SELECT e.{} AS rid, e.sort_ms, e.last_report_id AS last_id FROM events e WHERE {matches_sql}) AS matching",
+            "SELECT string_agg(CAST(rid AS TEXT) || ',' || CAST(sort_ms AS TEXT) || ',' || CAST(last_id AS TEXT) \
+             || ',' || COALESCE(CAST(magnitude AS TEXT), ''), ',' ORDER BY sort_ms DESC, last_id DESC) AS list FROM \
+             (SELECT e.{} AS rid, e.sort_ms, e.last_report_id AS last_id, e.magnitude FROM events e \
+             WHERE {matches_sql}) AS matching",
             self.db.event_key_column()
         );
         let mut query = Statements::one(&sql);
         for bind in binds {
             query.bind(bind.clone());
         }
-        let found = self.db.one(query, |r| r.opt_text("list")).await?;
-        let numbers: Vec<i64> = found
-            .unwrap_or_default()
-            .split(',')
-            .filter(|n| !n.is_empty())
-            .map(str::parse)
-            .collect::<Result<_, _>>()?;
+        let found = self
+            .db
+            .one(query, |r| r.opt_text("list"))
+            .await?
+            .unwrap_or_default();
+        let fields: Vec<&str> = if found.is_empty() {
+            Vec::new()
+        } else {
+            found.split(',').collect()
+        };
         anyhow::ensure!(
-            numbers.len().is_multiple_of(3),
+            fields.len().is_multiple_of(4),
             "an event list came back cut short"
         );
-        let events = numbers
-            .chunks_exact(3)
-            .map(|n| Listed {
-                rowid: n[0],
-                sort_ms: n[1],
-                last_id: n[2],
+        let events = fields
+            .chunks_exact(4)
+            .map(|n| {
+                anyhow::Ok(Listed {
+                    rowid: n[0].parse()?,
+                    sort_ms: n[1].parse()?,
+                    last_id: n[2].parse()?,
+                    magnitude: (!n[3].is_empty()).then(|| n[3].parse()).transpose()?,
+                })
             })
-            .collect();
-        Ok(MatchList {
-            horizon,
-            events: std::sync::Arc::new(events),
-        })
+            .collect::<anyhow::Result<Vec<Listed>>>()?;
+        Ok(MatchList::new(horizon, events))
     }
 
     /// The events that versions in (`after`, `horizon`] changed, each with whether it matches now.
@@ -397,6 +406,7 @@ impl Store {
                         rowid: row.int("rid"),
                         sort_ms: row.int("sort_ms"),
                         last_id: row.int("last_report_id"),
+                        magnitude: row.opt_real("magnitude"),
                     },
                     row.int("matches") == 1,
                 )

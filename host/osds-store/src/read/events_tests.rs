@@ -371,6 +371,7 @@ mod listed_events_tests {
             sort_ms: i64::MIN,
             last_id: 0,
             rowid: i64::MAX,
+            magnitude: None,
         });
         marked.events = std::sync::Arc::new(events);
         store
