@@ -25,15 +25,7 @@ pub fn place_params(params: &mut Params) -> Result<(PlaceFilter, Order), ApiErro
         max_latitude,
         "`minLatitude` is above `maxLatitude`",
     )?;
-    let area = [min_latitude, max_latitude, min_longitude, max_longitude]
-        .iter()
-        .any(Option::is_some)
-        .then(|| GeoBox {
-            min_latitude: min_latitude.unwrap_or(-90.0),
-            max_latitude: max_latitude.unwrap_or(90.0),
-            min_longitude: min_longitude.unwrap_or(-180.0),
-            max_longitude: max_longitude.unwrap_or(180.0),
-        });
+    let area = GeoBox::of_sides(min_latitude, max_latitude, min_longitude, max_longitude);
 
     let latitude = params.number("latitude", -90.0..=90.0)?;
     let longitude = params.number("longitude", -180.0..=180.0)?;
@@ -73,20 +65,7 @@ pub fn place_params(params: &mut Params) -> Result<(PlaceFilter, Order), ApiErro
         "`minMagnitude` is above `maxMagnitude`",
     )?;
 
-    let order = match params.take("order").as_deref() {
-        None | Some("time") => Order::Newest,
-        Some("time-asc") => Order::Oldest,
-        Some("magnitude") => Order::Largest,
-        Some("magnitude-asc") => Order::Smallest,
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                ErrorCode::InvalidParameter,
-                format!(
-                    "`order` may be `time`, `time-asc`, `magnitude` or `magnitude-asc`, not `{other}`"
-                ),
-            ));
-        }
-    };
+    let order = order_param(params, "order")?;
     Ok((
         PlaceFilter {
             start_ms,
@@ -118,8 +97,27 @@ fn instant(params: &mut Params, name: &str) -> Result<Option<i64>, ApiError> {
         })
 }
 
+/// The order the parameter `name` names ([`Order::named`]); newest first without it.
+pub(crate) fn order_param(params: &mut Params, name: &str) -> Result<Order, ApiError> {
+    match params.take(name) {
+        None => Ok(Order::Newest),
+        Some(text) => Order::named(&text).ok_or_else(|| {
+            ApiError::bad_request(
+                ErrorCode::InvalidParameter,
+                format!(
+                    "`{name}` may be `time`, `time-asc`, `magnitude` or `magnitude-asc`, not `{text}`"
+                ),
+            )
+        }),
+    }
+}
+
 /// A 400 `invalid_range` when both bounds are given and the first is above the second.
-fn ordered<T: PartialOrd>(low: Option<T>, high: Option<T>, message: &str) -> Result<(), ApiError> {
+pub(crate) fn ordered<T: PartialOrd>(
+    low: Option<T>,
+    high: Option<T>,
+    message: &str,
+) -> Result<(), ApiError> {
     match (low, high) {
         (Some(low), Some(high)) if low > high => {
             Err(ApiError::bad_request(ErrorCode::InvalidRange, message))

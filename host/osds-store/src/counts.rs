@@ -79,11 +79,12 @@ impl MatchList {
         cell.get_or_init(|| {
             let mut events: Vec<&Listed> = self.events.iter().collect();
             // Stable: the list order stays among equal magnitudes.
-            events.sort_by(|a, b| match (a.magnitude, b.magnitude) {
-                (Some(a), Some(b)) if largest => b.total_cmp(&a),
-                (Some(a), Some(b)) => a.total_cmp(&b),
-                (a, b) => a.is_none().cmp(&b.is_none()),
-            });
+            let order = if largest {
+                crate::Order::Largest
+            } else {
+                crate::Order::Smallest
+            };
+            events.sort_by(|a, b| order.by_magnitude(a.magnitude, b.magnitude));
             events.iter().map(|e| e.rowid).collect()
         })
     }

@@ -243,18 +243,7 @@ async fn select(state: &AppState, query: &Query) -> Result<Vec<Event>, FdsnError
             .map_err(ApiError::from)?;
         total += count;
         for row in &rows {
-            let latest = state
-                .store
-                .hyp_report(&row.id, row.latest_number)
-                .await
-                .map_err(ApiError::from)?;
-            let report: Value = latest
-                .map(|r| serde_json::from_slice(&r.payload).unwrap_or_default())
-                .unwrap_or_default();
-            found.push((
-                hyp_event(&row.id, row.status.as_str(), &[report]),
-                row.first_at,
-            ));
+            found.push((latest_hyp_event(state, row).await?, row.first_at));
         }
     }
     if query.limit.is_none() && total > params::MAX_EVENTS {
@@ -270,16 +259,11 @@ async fn select(state: &AppState, query: &Query) -> Result<Vec<Event>, FdsnError
     // self-sensing), or by magnitude, unknown last, then newest first.
     let magnitude = |e: &Event| e.origins.last().and_then(|o| o.magnitude);
     let newest = |a: &(Event, i64), b: &(Event, i64)| b.1.cmp(&a.1);
-    let by_magnitude = |a: Option<f64>, b: Option<f64>, largest: bool| match (a, b) {
-        (Some(a), Some(b)) if largest => b.total_cmp(&a),
-        (Some(a), Some(b)) => a.total_cmp(&b),
-        (a, b) => a.is_none().cmp(&b.is_none()),
-    };
     found.sort_by(|a, b| match query.order {
-        Order::Newest => newest(a, b),
         Order::Oldest => newest(b, a),
-        Order::Largest => by_magnitude(magnitude(&a.0), magnitude(&b.0), true).then(newest(a, b)),
-        Order::Smallest => by_magnitude(magnitude(&a.0), magnitude(&b.0), false).then(newest(a, b)),
+        order => order
+            .by_magnitude(magnitude(&a.0), magnitude(&b.0))
+            .then(newest(a, b)),
     });
     let skip = usize::try_from(query.offset - 1).unwrap_or(0);
     let take = usize::try_from(query.limit.unwrap_or(params::MAX_EVENTS)).unwrap_or(0);
@@ -313,6 +297,14 @@ async fn one_event(state: &AppState, id: &str) -> Result<Option<Event>, FdsnErro
     let Some(row) = state.store.hyp_event(&id).await.map_err(ApiError::from)? else {
         return Ok(None);
     };
+    Ok(Some(latest_hyp_event(state, &row).await?))
+}
+
+/// A self-sensing event at its latest report.
+async fn latest_hyp_event(
+    state: &AppState,
+    row: &osds_store::HypEventRow,
+) -> Result<Event, FdsnError> {
     let latest = state
         .store
         .hyp_report(&row.id, row.latest_number)
@@ -321,7 +313,7 @@ async fn one_event(state: &AppState, id: &str) -> Result<Option<Event>, FdsnErro
     let report: Value = latest
         .map(|r| serde_json::from_slice(&r.payload).unwrap_or_default())
         .unwrap_or_default();
-    Ok(Some(hyp_event(&row.id, row.status.as_str(), &[report])))
+    Ok(hyp_event(&row.id, row.status.as_str(), &[report]))
 }
 
 /// Every origin of `event`: one per stored version (EEW) or report (self-sensing) that has a time and a place.

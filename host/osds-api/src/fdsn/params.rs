@@ -4,6 +4,7 @@
 
 use crate::error::{ApiError, ErrorCode};
 use crate::params::Params;
+use crate::place::{order_param, ordered};
 use osds_store::{Circle, GeoBox, Order, PlaceFilter, positions::EARTH_RADIUS_KM};
 
 /// The two catalogues: the relayed EEW reports, and the service's own detections.
@@ -127,15 +128,6 @@ fn integer(
     params.int(name, range)
 }
 
-fn ordered<T: PartialOrd>(low: Option<T>, high: Option<T>, message: &str) -> Result<(), ApiError> {
-    match (low, high) {
-        (Some(low), Some(high)) if low > high => {
-            Err(ApiError::bad_request(ErrorCode::InvalidRange, message))
-        }
-        _ => Ok(()),
-    }
-}
-
 const KM_PER_DEGREE: f64 = EARTH_RADIUS_KM * std::f64::consts::PI / 180.0;
 
 impl Query {
@@ -154,15 +146,7 @@ impl Query {
             max_latitude,
             "`minlatitude` is above `maxlatitude`",
         )?;
-        let area = [min_latitude, max_latitude, min_longitude, max_longitude]
-            .iter()
-            .any(Option::is_some)
-            .then(|| GeoBox {
-                min_latitude: min_latitude.unwrap_or(-90.0),
-                max_latitude: max_latitude.unwrap_or(90.0),
-                min_longitude: min_longitude.unwrap_or(-180.0),
-                max_longitude: max_longitude.unwrap_or(180.0),
-            });
+        let area = GeoBox::of_sides(min_latitude, max_latitude, min_longitude, max_longitude);
 
         let latitude = number(params, "latitude", Some("lat"), -90.0..=90.0)?;
         let longitude = number(params, "longitude", Some("lon"), -180.0..=180.0)?;
@@ -191,17 +175,7 @@ impl Query {
             "`minmagnitude` is above `maxmagnitude`",
         )?;
 
-        let order = match params.take("orderby").as_deref() {
-            None | Some("time") => Order::Newest,
-            Some("time-asc") => Order::Oldest,
-            Some("magnitude") => Order::Largest,
-            Some("magnitude-asc") => Order::Smallest,
-            Some(other) => {
-                return Err(bad(format!(
-                    "`orderby` may be time, time-asc, magnitude or magnitude-asc, not `{other}`"
-                )));
-            }
-        };
+        let order = order_param(params, "orderby")?;
         let limit = integer(params, "limit", 1..=MAX_EVENTS)?;
         let offset = integer(params, "offset", 1..=MAX_DEPTH)?.unwrap_or(1);
         if offset - 1 + limit.unwrap_or(0) > MAX_DEPTH {

@@ -14,6 +14,26 @@ pub struct GeoBox {
     pub max_longitude: f64,
 }
 
+impl GeoBox {
+    /// The box of whichever sides are given (a missing one is the globe's edge); none without any side.
+    pub fn of_sides(
+        min_latitude: Option<f64>,
+        max_latitude: Option<f64>,
+        min_longitude: Option<f64>,
+        max_longitude: Option<f64>,
+    ) -> Option<GeoBox> {
+        [min_latitude, max_latitude, min_longitude, max_longitude]
+            .iter()
+            .any(Option::is_some)
+            .then(|| GeoBox {
+                min_latitude: min_latitude.unwrap_or(-90.0),
+                max_latitude: max_latitude.unwrap_or(90.0),
+                min_longitude: min_longitude.unwrap_or(-180.0),
+                max_longitude: max_longitude.unwrap_or(180.0),
+            })
+    }
+}
+
 /// Events between `min_km` and `max_km` (great-circle, on a sphere of [`EARTH_RADIUS_KM`]) from a point.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Circle {
@@ -153,6 +173,28 @@ impl PlaceFilter {
 }
 
 impl Order {
+    /// The order a query names (`time`, `time-asc`, `magnitude`, `magnitude-asc`), as both the service's
+    /// `order` and FDSN's `orderby` spell them.
+    pub fn named(name: &str) -> Option<Order> {
+        match name {
+            "time" => Some(Order::Newest),
+            "time-asc" => Some(Order::Oldest),
+            "magnitude" => Some(Order::Largest),
+            "magnitude-asc" => Some(Order::Smallest),
+            _ => None,
+        }
+    }
+
+    /// How two magnitudes compare in a magnitude order, unknown last either way (`Equal` in a time order).
+    pub fn by_magnitude(self, a: Option<f64>, b: Option<f64>) -> std::cmp::Ordering {
+        match (self, a, b) {
+            (Order::Newest | Order::Oldest, ..) => std::cmp::Ordering::Equal,
+            (Order::Largest, Some(a), Some(b)) => b.total_cmp(&a),
+            (Order::Smallest, Some(a), Some(b)) => a.total_cmp(&b),
+            (_, a, b) => a.is_none().cmp(&b.is_none()),
+        }
+    }
+
     /// The `ORDER BY` terms for a list whose time columns are `time` (then `tiebreak`, both with their table).
     pub(crate) fn sql(self, table: &str, time: &str, tiebreak: &str) -> String {
         match self {
