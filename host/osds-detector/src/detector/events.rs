@@ -193,7 +193,8 @@ impl Detector {
 
     /// Whether a candidate's latest solution may be published: located from at least three picks over two
     /// frames (or [`FIRST_FRAME_PICKS`] with moveout in one) that agree within [`PUBLISH_RMS_S`], not at the
-    /// depth cap of so few picks, converged (two successive locations agree) or shallow from five picks, and
+    /// depth cap of so few picks, converged (two successive locations agree within their uncertainty) or
+    /// shallow from five picks, and
     /// plausible to the whole neighbourhood ([`crate::consistency`]).
     pub(super) fn publishable(&self, index: usize, now_ms: i64) -> bool {
         let event = &self.events[index];
@@ -235,15 +236,26 @@ impl Detector {
         // Seen from one side and from afar, the picks fit a wide arc of epicentres: the solution must have
         // stopped moving (a distant quake's wavefront drags it outward with every new pick).
         let one_sided = gap > 270.0 && nearest_pick > ONE_SIDED_KM;
-        // The grid has converged when the last two locations agree (three, seen from one side).
+        // The grid has converged when the last two locations agree (three, seen from one side): within 10 km and
+        // a tenth of the depth, or within half of what the misfit surface says the latest is known to (a deep
+        // quake's depth is loosely held by picks far from it, and steps between equally good depths). Seen
+        // from one side, only the fixed tolerances: a distant wavefront's wide surface would excuse its drift.
+        let (across_km, down_km) = if one_sided {
+            (10.0, 0.0)
+        } else {
+            (
+                (h.horizontal_uncertainty_km / 2.0).max(10.0),
+                h.depth_uncertainty_km.unwrap_or(0.0) / 2.0,
+            )
+        };
         let agreeing = if one_sided { 3 } else { 2 };
         let converged = event.positions.len() >= agreeing
             && event.positions[event.positions.len() - agreeing..]
                 .windows(2)
                 .all(|pair| {
                     let ((_, lat0, lon0, depth0), (_, lat1, lon1, depth1)) = (pair[0], pair[1]);
-                    distance_km(lat0, lon0, lat1, lon1) <= 10.0
-                        && (depth0 - depth1).abs() <= (0.1 * depth1).max(20.0)
+                    distance_km(lat0, lon0, lat1, lon1) <= across_km
+                        && (depth0 - depth1).abs() <= (0.1 * depth1).max(20.0).max(down_km)
                 });
         // Picks all within a second or so (no moveout) fit a source deep below them as well as a burst on a
         // few neighbouring stations: the stations around them must have had time to show which it is.

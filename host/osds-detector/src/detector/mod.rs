@@ -174,10 +174,10 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          weights floor 20 km, depth 10 fixed <3, cap 130 <5, 150 <8, else 700, and at most 4x the picks' \
          aperture (60 km floor); 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < \
          20 picks, cap 2 s; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
-         not at the cap or the search's edge, a pick within 150 km (or the depth), 2 agreeing locations (3 \
-         one-sided), or >= 5 picks shallow, picks spread >= 1.5 s or 4 s after the last, M >= 3.0 above 150 \
-         km, the neighbourhood test (300 km, margin 0.8, silent <= max(1, expected/3) and <= max(2, \
-         tested/4), unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
+         not at the cap or the search's edge, a pick within 150 km (or the depth), 2 locations agreeing \
+         within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
+         shallow, picks spread >= 1.5 s or 4 s after the last, M >= 3.0 above 150 km, the neighbourhood test \
+         (300 km, margin 0.8, silent <= max(1, expected/3) and <= max(2, tested/4), unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
          I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
          only for M >= 3 before publication); \
          nearest 30; tracking >=8 stations stable 10 km 5 s; final = best solution";
