@@ -270,8 +270,11 @@ impl Detector {
             picked.iter().copied().min().unwrap_or(now_ms),
             picked.iter().copied().max().unwrap_or(now_ms),
         );
-        let waited =
-            last_pick - first_pick >= NO_MOVEOUT_MS || now_ms - last_pick >= NO_MOVEOUT_WAIT_MS;
+        // Many stations picked over two frames are more than a burst on a few neighbours: a quake whose P
+        // reaches them almost together (from below, 80 km or more deep) need not wait for more moveout.
+        let waited = last_pick - first_pick >= NO_MOVEOUT_MS
+            || now_ms - last_pick >= NO_MOVEOUT_WAIT_MS
+            || (used >= WIDE_PICKS && last_pick - first_pick >= FRAME_MS);
         // Seen in one frame only, a few picks wait for the next to confirm them; many that show moveout need not.
         let confirmed = event.frames >= 2
             || (used >= FIRST_FRAME_PICKS && last_pick - first_pick >= NO_MOVEOUT_MS);

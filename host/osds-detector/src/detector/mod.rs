@@ -77,6 +77,10 @@ const COVERAGE_KM: f64 = 150.0;
 const NO_MOVEOUT_MS: i64 = 1_500;
 /// …and such a cluster waits this long after its last pick for its neighbourhood to show what it is.
 const NO_MOVEOUT_WAIT_MS: i64 = 4_000;
+/// …unless this many stations picked it over two frames (a burst touches a few neighbouring stations).
+const WIDE_PICKS: usize = 20;
+/// One monitor image per second: picks a frame apart.
+const FRAME_MS: i64 = 1_000;
 /// A cluster seen in one frame only is published from this many picks that show moveout (fewer wait for
 /// the next frame to confirm them).
 const FIRST_FRAME_PICKS: usize = 6;
@@ -176,8 +180,9 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          20 picks, cap 2 s; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
          not at the cap or the search's edge, a pick within 150 km (or the depth), 2 locations agreeing \
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
-         shallow, picks spread >= 1.5 s or 4 s after the last, M >= 3.0 above 150 km, the neighbourhood test \
-         (300 km, margin 0.8, silent <= max(1, expected/3) and <= max(2, tested/4), unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
+         shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, M >= 3.0 above 150 km, the \
+         neighbourhood test (300 km, margin 0.8, silent <= max(1, expected/3) and <= max(2, tested/4), \
+         unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
          I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
          only for M >= 3 before publication); \
          nearest 30; tracking >=8 stations stable 10 km 5 s; final = best solution";
