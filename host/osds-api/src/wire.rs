@@ -86,6 +86,11 @@ impl Rendered {
         }
     }
 
+    /// Roughly what it holds: both texts, and both again once framed for the sockets.
+    pub fn bytes(&self) -> usize {
+        2 * (self.sse_event.len() + self.ws_text.len())
+    }
+
     /// The SSE event as one chunk of a chunked HTTP/1.1 body.
     pub fn sse_chunk(&self) -> &Bytes {
         self.sse_chunk.get_or_init(|| http_chunk(&self.sse_event))

@@ -165,6 +165,7 @@ fn at_zero(sources: &[String]) {
     for limit in ["rate", "concurrent", "open_connections"] {
         metrics::counter!("osds_http_rate_limited_total", "limit" => limit).increment(0);
     }
+    metrics::counter!("osds_live_archive_reads_total").increment(0);
     for name in [
         "osds_hyp_frames_total",
         "osds_hyp_missing_images_total",
@@ -264,6 +265,10 @@ fn describe() {
     describe_gauge!(
         "osds_live_replay_backlog_reports",
         "Reports live consumers still have to replay from their cursors, per protocol."
+    );
+    describe_counter!(
+        "osds_live_archive_reads_total",
+        "Queries live delivery made to the archive (replayed blocks, fills of the recent reports' ring)."
     );
     describe_counter!(
         "osds_http_requests_total",

@@ -237,6 +237,7 @@ impl Service {
             store.clone(),
             writer.high_water(),
         ));
+        recent.warm().await?;
         let offer_to = recent.clone();
         let writer_task = WriterTask::spawn(
             writer,

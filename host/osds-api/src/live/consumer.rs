@@ -42,9 +42,12 @@ pub(super) async fn checked_request(
     headers: Option<&HeaderMap>,
 ) -> Result<Asked, ApiError> {
     let asked = requested(query, headers, || state.upstream.sources())?;
-    if let Some(after) = asked.after {
-        // The archive's own horizon, not the commit watch: a version `osds reparse` appended a moment ago is
-        // served by `/reports` before the watch sees it.
+    // Nothing to check at or below the commit watch, which never runs ahead of the archive (a reconnect storm
+    // asks no query per consumer); above it, the archive's own horizon decides: a version `osds reparse`
+    // appended a moment ago is served by `/reports` before the watch sees it.
+    if let Some(after) = asked.after
+        && after > *state.high_water.borrow()
+    {
         let high_water = state.store.high_water().await?;
         if after > high_water {
             return Err(ApiError::cursor_ahead(

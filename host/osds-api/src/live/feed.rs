@@ -112,14 +112,15 @@ impl Feed {
                     .await?
                 {
                     Some(page) => page,
-                    None => self
-                        .report_cache
-                        .reports_after(&self.store, self.cursor, limit)
-                        .await?
-                        .items
-                        .into_iter()
-                        .map(|r| Arc::new(Rendered::new(r)))
-                        .collect(),
+                    None => {
+                        // Older than the ring: from the blocks every replaying consumer shares.
+                        let page = self
+                            .report_cache
+                            .live_after(&self.store, self.cursor, horizon, limit as usize)
+                            .await?;
+                        count_archive_reads(page.archive_reads);
+                        page.reports
+                    }
                 };
                 if replaying {
                     self.next_batch_at = Instant::now() + self.pace;
@@ -154,6 +155,14 @@ impl Feed {
                 std::future::pending::<()>().await;
             }
         }
+    }
+}
+
+/// Queries live delivery made to the archive (`osds_live_archive_reads_total`): a reconnect storm should cost
+/// one per distinct range, not one per consumer.
+pub(crate) fn count_archive_reads(reads: u64) {
+    if reads > 0 {
+        metrics::counter!("osds_live_archive_reads_total").increment(reads);
     }
 }
 

@@ -50,6 +50,33 @@ impl RecentReports {
         }
     }
 
+    /// Reads the last reports before the horizon the ring started at, so consumers that come back after a
+    /// restart a few reports behind (all of them at once, after a restart during a quake) are served from
+    /// memory instead of each reading the archive. Once, before serving; commits offered meanwhile stay.
+    pub async fn warm(&self) -> anyhow::Result<()> {
+        let start = self.read().covered_after;
+        let from = (start - CAPACITY as i64).max(0);
+        let items = self
+            .store
+            .served_between(from, start, CAPACITY as i64)
+            .await?;
+        crate::live::feed::count_archive_reads(1);
+        let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
+        // The ring dropped its oldest entries meanwhile: it has moved on beyond what was read.
+        if ring.covered_after != start {
+            return Ok(());
+        }
+        let later = std::mem::take(&mut ring.entries);
+        ring.entries = items
+            .into_iter()
+            .map(|row| Arc::new(Rendered::new(ReportItem::from(row))))
+            .chain(later)
+            .collect();
+        ring.covered_after = from;
+        ring.trim();
+        Ok(())
+    }
+
     /// Up to `limit` reports after `cursor`, or `None` when the ring does not cover the cursor (the caller
     /// reads the archive). `horizon` is a committed horizon; the ring is filled up to it first, by one consumer
     /// for all.
@@ -136,6 +163,7 @@ impl RecentReports {
                 return Ok(());
             }
             let items = self.store.served_between(upto, horizon, READ_BATCH).await?;
+            crate::live::feed::count_archive_reads(1);
             // Everything up to the horizon was read, unless the batch was full.
             let reached = match items.last() {
                 Some(last) if items.len() as i64 == READ_BATCH => last.id.0,
@@ -155,11 +183,15 @@ impl RecentReports {
 }
 
 impl Ring {
-    /// Appends `rendered`, which continue the ring and cover every id up to `upto`, and drops the oldest
-    /// entries beyond the capacity.
+    /// Appends `rendered`, which continue the ring and cover every id up to `upto`.
     fn append(&mut self, rendered: Vec<Arc<Rendered>>, upto: i64) {
         self.entries.extend(rendered);
         self.upto = upto;
+        self.trim();
+    }
+
+    /// Drops the oldest entries beyond the capacity.
+    fn trim(&mut self) {
         while self.entries.len() > CAPACITY {
             if let Some(gone) = self.entries.pop_front() {
                 self.covered_after = gone.id;
@@ -179,6 +211,29 @@ mod tests {
             source: "cq".into(),
             json: format!("{{\"id\":{id},\"offered\":true}}").into(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_warmed_ring_serves_the_reports_before_the_start_and_keeps_later_commits() {
+        let (store, _writer, dir) = archive("recent-warm", 10).await;
+        let recent = RecentReports::new(store.clone(), 10);
+        assert!(recent.after(7, 10, 100).await.unwrap().is_none(), "cold");
+        recent.offer(&[text(11), text(12)]);
+        recent.warm().await.unwrap();
+        let served = recent.after(7, 12, 100).await.unwrap().unwrap();
+        let ids: Vec<i64> = served.iter().map(|r| r.id).collect();
+        assert_eq!(ids, [8, 9, 10, 11, 12]);
+        let from_start = recent.after(0, 12, 100).await.unwrap().unwrap();
+        assert_eq!(from_start.len(), 12, "ids 1..=12, from the first");
+        let archived = store.served_between(7, 10, 100).await.unwrap();
+        for (served, row) in served.iter().zip(&archived) {
+            assert_eq!(served.id, row.id.0);
+            assert!(
+                served.ws_text.contains(&*row.json),
+                "the archive's own text"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

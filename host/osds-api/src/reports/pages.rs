@@ -1,13 +1,19 @@
 //! Rendered report versions in blocks of consecutive ids, kept under a byte budget; the least recently used
 //! block goes first. A report version never changes once committed, so a block that lies wholly at or below the
 //! commit horizon stays valid forever; the block the horizon lies in is never cached (the caller reads it).
+//!
+//! A block missing from the cache is read once however many readers want it at the same moment (a reconnect
+//! storm brings thousands of live consumers back with almost the same cursor), and live consumers share each
+//! block's reports framed for their sockets, made once per block.
 
 use crate::reports::item::{ReportItem, ReportPage};
 use crate::sources::SourceFilter;
+use crate::wire::Rendered;
 use osds_store::Store;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use tokio::sync::OnceCell;
 
 /// Ids per block: small, so a page read cold reads little more than itself (a 1,000-report page touches five
 /// blocks at most, 1,280 ids; with blocks of 1,024 it read up to 2,048).
@@ -20,7 +26,10 @@ const ITEM_OVERHEAD_BYTES: usize = 48;
 pub struct Block {
     /// The block's reports in id order (ids may be missing; none is after the block's end).
     pub items: Vec<ReportItem>,
-    bytes: usize,
+    /// The same reports framed for live sockets, made on a live consumer's first use.
+    rendered: OnceLock<Vec<Arc<Rendered>>>,
+    /// What the block costs: its texts, and its framed reports once made.
+    bytes: AtomicUsize,
 }
 
 impl Block {
@@ -29,7 +38,15 @@ impl Block {
             .iter()
             .map(|item| item.json.len() + ITEM_OVERHEAD_BYTES)
             .sum();
-        Block { items, bytes }
+        Block {
+            items,
+            rendered: OnceLock::new(),
+            bytes: AtomicUsize::new(bytes),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -44,6 +61,14 @@ struct Lru {
 pub struct ReportCache {
     budget: AtomicUsize,
     lru: Mutex<Lru>,
+    /// Blocks being read now, by number: a second reader waits for the first one's read instead of its own.
+    loading: Mutex<HashMap<i64, Arc<OnceCell<Arc<Block>>>>>,
+}
+
+/// What [`ReportCache::live_after`] returns: the reports, and how many archive reads it took to find them.
+pub struct LivePage {
+    pub reports: Vec<Arc<Rendered>>,
+    pub archive_reads: u64,
 }
 
 impl Default for ReportCache {
@@ -57,6 +82,7 @@ impl ReportCache {
         ReportCache {
             budget: AtomicUsize::new(budget_bytes),
             lru: Mutex::new(Lru::default()),
+            loading: Mutex::default(),
         }
     }
 
@@ -84,18 +110,84 @@ impl ReportCache {
     /// Keeps `block` as block `number` (unless it alone exceeds the budget) and returns it.
     pub fn insert(&self, number: i64, block: Block) -> Arc<Block> {
         let block = Arc::new(block);
-        if block.bytes > self.budget.load(Ordering::Relaxed) {
+        if block.bytes() > self.budget.load(Ordering::Relaxed) {
             return block;
         }
         let mut lru = self.lock();
         lru.clock += 1;
         let clock = lru.clock;
         if let Some((old, _)) = lru.blocks.insert(number, (block.clone(), clock)) {
-            lru.bytes -= old.bytes;
+            lru.bytes -= old.bytes();
         }
-        lru.bytes += block.bytes;
+        lru.bytes += block.bytes();
         self.evict(&mut lru);
         block
+    }
+
+    /// Block `number` (wholly at or below the commit horizon): from the cache, else read from the archive by
+    /// the first reader that wants it while the others wait for that read. Also says whether this call read.
+    async fn block(&self, store: &Store, number: i64) -> anyhow::Result<(Arc<Block>, bool)> {
+        if let Some(block) = self.get(number) {
+            return Ok((block, false));
+        }
+        let cell = self
+            .loading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(number)
+            .or_default()
+            .clone();
+        let mut read = false;
+        let loaded = cell
+            .get_or_try_init(|| async {
+                read = true;
+                // Cached meanwhile by a read that had just finished.
+                if let Some(block) = self.get(number) {
+                    return Ok(block);
+                }
+                let first = number * BLOCK_IDS - 1;
+                let rows = rendered_between(store, first, first + BLOCK_IDS, BLOCK_IDS).await?;
+                Ok::<_, anyhow::Error>(self.insert(number, Block::new(rows)))
+            })
+            .await
+            .cloned();
+        if read {
+            // Done (or failed, for the next reader to try again): later readers find it in the cache.
+            let mut loading = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
+            if loading.get(&number).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                loading.remove(&number);
+            }
+        }
+        Ok((loaded?, read))
+    }
+
+    /// A block's reports framed for live sockets, made once per block; their size joins the block's cost.
+    fn rendered<'b>(&self, number: i64, block: &'b Arc<Block>) -> &'b [Arc<Rendered>] {
+        let mut made = false;
+        let rendered = block.rendered.get_or_init(|| {
+            made = true;
+            block
+                .items
+                .iter()
+                .cloned()
+                .map(|item| Arc::new(Rendered::new(item)))
+                .collect()
+        });
+        if made {
+            let extra: usize = rendered.iter().map(|r| r.bytes()).sum();
+            // Under the lock, so an eviction never takes away more than the cache counted.
+            let mut lru = self.lock();
+            block.bytes.fetch_add(extra, Ordering::Relaxed);
+            if lru
+                .blocks
+                .get(&number)
+                .is_some_and(|(b, _)| Arc::ptr_eq(b, block))
+            {
+                lru.bytes += extra;
+                self.evict(&mut lru);
+            }
+        }
+        rendered
     }
 
     /// Report versions with `id > after`, in id order, rendered. Blocks wholly below the horizon come from the
@@ -119,15 +211,7 @@ impl ReportCache {
                 items.extend(rendered_between(store, cursor, high_water, rest).await?);
                 break;
             }
-            let block = match self.get(number) {
-                Some(block) => block,
-                None => {
-                    let rows =
-                        rendered_between(store, number * BLOCK_IDS - 1, block_end, BLOCK_IDS)
-                            .await?;
-                    self.insert(number, Block::new(rows))
-                }
-            };
+            let (block, _) = self.block(store, number).await?;
             let start = block.items.partition_point(|item| item.id.0 <= cursor);
             let rest = wanted - items.len();
             items.extend(block.items[start..].iter().take(rest).cloned());
@@ -142,6 +226,44 @@ impl ReportCache {
         })
     }
 
+    /// What a live consumer replays: up to `limit` reports with `after < id <= horizon` (a committed horizon
+    /// the caller already knows, so no query asks for it), framed for sockets and shared with every other
+    /// consumer replaying the same blocks. The horizon's own block is read for this caller alone (the ring of
+    /// recent reports covers it for everyone else).
+    pub async fn live_after(
+        &self,
+        store: &Store,
+        after: i64,
+        horizon: i64,
+        limit: usize,
+    ) -> anyhow::Result<LivePage> {
+        let mut page = LivePage {
+            reports: Vec::with_capacity(limit.min(1000)),
+            archive_reads: 0,
+        };
+        let mut cursor = after;
+        while page.reports.len() < limit && cursor < horizon {
+            let number = (cursor + 1).div_euclid(BLOCK_IDS);
+            let block_end = (number + 1) * BLOCK_IDS - 1;
+            let rest = limit - page.reports.len();
+            if block_end > horizon {
+                let rows = rendered_between(store, cursor, horizon, rest as i64).await?;
+                page.archive_reads += 1;
+                page.reports
+                    .extend(rows.into_iter().map(|item| Arc::new(Rendered::new(item))));
+                break;
+            }
+            let (block, read) = self.block(store, number).await?;
+            page.archive_reads += u64::from(read);
+            let rendered = self.rendered(number, &block);
+            let start = rendered.partition_point(|report| report.id <= cursor);
+            page.reports
+                .extend(rendered[start..].iter().take(rest).cloned());
+            cursor = block_end;
+        }
+        Ok(page)
+    }
+
     fn evict(&self, lru: &mut Lru) {
         let budget = self.budget.load(Ordering::Relaxed);
         while lru.bytes > budget {
@@ -154,7 +276,7 @@ impl ReportCache {
                 break;
             };
             if let Some((gone, _)) = lru.blocks.remove(&oldest) {
-                lru.bytes -= gone.bytes;
+                lru.bytes -= gone.bytes();
             }
         }
     }
@@ -225,7 +347,7 @@ mod tests {
 
     #[test]
     fn the_least_recently_used_block_goes_first_when_over_budget() {
-        let one = block(10..20).bytes;
+        let one = block(10..20).bytes();
         let cache = ReportCache::new(one * 2);
         cache.insert(0, block(0..10));
         cache.insert(1, block(10..20));
