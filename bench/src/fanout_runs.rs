@@ -58,7 +58,7 @@ pub(crate) async fn fan_out(options: &Options, results: &mut Results) -> Result<
         drop(server);
         relay.shutdown().await;
         results.fan_out.push(outcome?);
-        if n > 2 {
+        if n > 2 && options.postgres {
             println!(
                 "fan-out: osds on PostgreSQL, an ingester and 2 API replicas with {n} subscribers between them"
             );

@@ -295,13 +295,20 @@ impl PgDeployment {
 
     /// An API replica (`--no-ingest`) on the deployment's archive.
     pub(crate) async fn replica(&self, label: &str) -> Result<Server> {
+        self.replica_with(label, &[]).await
+    }
+
+    /// An API replica with more `osds serve` arguments.
+    pub(crate) async fn replica_with(&self, label: &str, extra: &[&str]) -> Result<Server> {
+        let mut args = vec!["--no-ingest"];
+        args.extend_from_slice(extra);
         start_server_with(
             &self.osds,
             &self.dir,
             label,
             &self.relay.url(),
             Some(&self.database),
-            &["--no-ingest"],
+            &args,
         )
         .await
     }

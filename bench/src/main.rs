@@ -19,6 +19,10 @@
 //!   process) on `/reports?limit=1000`, a filtered `/events?limit=100` and `/events/{id}`, and the same queries
 //!   as Datasette canned queries on the same file, as ratios.
 //!
+//! - `reconnect-storm`: `--storm-consumers` live consumers come back at once after a restart, with cursors a few
+//!   reports behind and 2 % `--storm-far` behind, while new reports come; time until each caught up, server CPU,
+//!   archive reads, and any gap, duplicate or disorder; the same on two PostgreSQL replicas (unless
+//!   `--no-postgres`) and on nginx + nchan resuming from its message buffer (`storm.rs`).
 //! - `big-frames`: one padded report of each `--frame-mb` size on a fresh server: its peak and remaining memory.
 //! - `limiter`: the per-client limits' cost per request with `--limiter-clients` distinct loopback client
 //!   addresses remembered, beside `/livez` (outside the limits) as the floor (`limiter.rs`).
@@ -38,10 +42,11 @@ mod nchan;
 mod options;
 mod push;
 mod results;
+mod storm;
 mod wasm_cost;
 
 use crate::fanout_runs::fan_out;
-use crate::harness::{fsync_floor, summarize};
+use crate::harness::{fsync_floor, raise_fd_limit, summarize};
 use crate::ingest::ingest;
 use crate::options::{Which, parse_args};
 use crate::push::push_latency;
@@ -144,6 +149,21 @@ async fn main() -> Result<()> {
     if matches!(options.which, Which::FanOut | Which::All) {
         fan_out(&options, &mut results).await.context("fan-out")?;
     }
+    let storms = if matches!(options.which, Which::ReconnectStorm | Which::All) {
+        raise_fd_limit();
+        storm::run(
+            &options.osds,
+            &options.dir,
+            options.storm_consumers,
+            options.storm_far,
+            options.postgres,
+            options.peers,
+        )
+        .await
+        .context("reconnect-storm")?
+    } else {
+        Vec::new()
+    };
     if matches!(options.which, Which::BigFrames | Which::All) {
         let sizes: Vec<usize> = options.frame_mb.iter().map(|mb| mb * 1_000_000).collect();
         results.frames = frames::run(&options.osds, &options.dir, &sizes)
@@ -163,6 +183,7 @@ async fn main() -> Result<()> {
         wasm_cost::print(cost);
     }
     fanout::print(&results.fan_out);
+    storm::print(&storms);
     frames::print(&results.frames);
     for reads in &results.feed_reads {
         println!(

@@ -22,6 +22,17 @@ impl Nginx {
     }
 
     pub fn start(root: &Path, workers: usize, max_connections: usize) -> Result<Nginx> {
+        Nginx::start_buffered(root, workers, max_connections, 16)
+    }
+
+    /// Like [`Nginx::start`], keeping the last `buffer` messages for subscribers that resume
+    /// (`last_event_id`).
+    pub fn start_buffered(
+        root: &Path,
+        workers: usize,
+        max_connections: usize,
+        buffer: usize,
+    ) -> Result<Nginx> {
         let nginx =
             which("nginx").context("nginx is not installed (run bench/install-peers.sh)")?;
         let dir = root.join(format!("osds-bench-nchan-{}", std::process::id()));
@@ -61,7 +72,7 @@ http {{
         location = /pub {{
             nchan_publisher;
             nchan_channel_id bench;
-            nchan_message_buffer_length 16;
+            nchan_message_buffer_length {buffer};
             nchan_message_timeout 10m;
         }}
         location = /sub {{

@@ -18,6 +18,7 @@ pub(crate) enum Which {
     QueryPostgres,
     BigFrames,
     Limiter,
+    ReconnectStorm,
     All,
 }
 
@@ -55,6 +56,15 @@ pub(crate) struct Options {
     /// Skip nginx + nchan in fan-out.
     #[arg(long = "no-peers", action = clap::ArgAction::SetFalse)]
     pub(crate) peers: bool,
+    /// Skip the PostgreSQL runs of fan-out and reconnect-storm (quick A/B runs).
+    #[arg(long = "no-postgres", action = clap::ArgAction::SetFalse)]
+    pub(crate) postgres: bool,
+    /// Consumers of reconnect-storm, in [1, 50000].
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=50_000).map(|n| n as usize))]
+    pub(crate) storm_consumers: usize,
+    /// How far behind the far consumers of reconnect-storm resume (reports; beyond the server's ring of 4,096).
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub(crate) storm_far: u64,
     /// Fan-out subscribers: half SSE and half WebSocket, SSE only or WebSocket only.
     #[arg(long, value_enum, default_value = "mix")]
     pub(crate) protocol: fanout::Protocol,
