@@ -37,10 +37,16 @@ pub fn event(name: &str, id: Option<i64>, data: &str) -> Bytes {
 /// `data` as one chunk of a chunked HTTP/1.1 body (RFC 9112 §7.1).
 pub fn http_chunk(data: &[u8]) -> Bytes {
     let mut chunk = BytesMut::with_capacity(data.len() + 20);
-    chunk.put_slice(format!("{:X}\r\n", data.len()).as_bytes());
-    chunk.put_slice(data);
-    chunk.put_slice(b"\r\n");
+    put_http_chunk(&mut chunk, data);
     chunk.freeze()
+}
+
+/// Appends `data` as one chunk of a chunked HTTP/1.1 body.
+pub fn put_http_chunk(into: &mut BytesMut, data: &[u8]) {
+    into.reserve(data.len() + 20);
+    into.put_slice(format!("{:X}\r\n", data.len()).as_bytes());
+    into.put_slice(data);
+    into.put_slice(b"\r\n");
 }
 
 /// The last chunk of a chunked body.

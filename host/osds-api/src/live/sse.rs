@@ -14,12 +14,13 @@ use crate::error::ApiError;
 use crate::gateway::HeldSlot;
 use crate::net::listener::Peer;
 use crate::net::socket::{Kind, Tap};
-use crate::wire::{LAST_CHUNK, comment, http_chunk, json_event};
+use crate::wire::{LAST_CHUNK, comment, json_event, put_http_chunk};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Extension, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, Version, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use bytes::BytesMut;
 use http_body::Frame;
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -124,7 +125,12 @@ async fn detached(mut events: Events, tap: Arc<Tap>, slot: Option<Extension<Held
             }
         };
         let Some(frame) = frame else { break };
-        if write_own(&tap, &http_chunk(&frame)).await.is_err() {
+        // A batch (a replayed backlog's ten, a burst of commits) goes out in one write, not one per report.
+        let mut chunks = BytesMut::new();
+        for frame in std::iter::once(frame).chain(events.pending.drain(..)) {
+            put_http_chunk(&mut chunks, &frame);
+        }
+        if write_own(&tap, &chunks).await.is_err() {
             tap.close();
             return;
         }

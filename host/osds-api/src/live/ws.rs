@@ -16,6 +16,7 @@ use axum::extract::ws::{
 };
 use axum::extract::{ConnectInfo, Extension, RawQuery, State};
 use axum::response::Response;
+use futures_util::SinkExt;
 use osds_time::now_rfc3339;
 use serde_json::{Value, json};
 use std::future::Future;
@@ -209,19 +210,24 @@ async fn run(state: LiveState, mut feed: Feed, mut socket: WebSocket) {
         let mut sent_up_to = feed.cursor();
         let sent = match outgoing {
             Outgoing::Reports(reports) => {
+                // Queued, then flushed once: a batch (a replayed backlog's ten, a burst of commits) goes out in
+                // one write. Until the flush, none of it counts as sent.
                 sent_up_to = feed.before_batch();
                 let mut sent = Ok(());
-                let mut count = 0;
                 for report in &reports {
                     sent =
-                        within(patience, socket.send(Message::Text(report.ws_text.clone()))).await;
+                        within(patience, socket.feed(Message::Text(report.ws_text.clone()))).await;
                     if sent.is_err() {
                         break;
                     }
-                    sent_up_to = report.id;
-                    count += 1;
                 }
-                subscriber.sent(count, &feed);
+                if sent.is_ok() {
+                    sent = within(patience, socket.flush()).await;
+                }
+                if sent.is_ok() {
+                    sent_up_to = feed.cursor();
+                    subscriber.sent(reports.len(), &feed);
+                }
                 sent
             }
             Outgoing::Control(message) => within(patience, socket.send(message)).await,
