@@ -52,7 +52,8 @@ pub struct PushPath {
     pub postgres_commit: Vec<Duration>,
 }
 
-pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
+/// The steps of one push; the PostgreSQL commits only with `postgres`.
+pub async fn push_path(root: &Path, frames: u64, postgres: bool) -> Result<PushPath> {
     let (dir, store, mut writer, session) = fresh_archive(root, "push-path").await?;
     let decoders = crate::incoming::embedded_decoders()?;
     let cq = decoders
@@ -88,6 +89,9 @@ pub async fn push_path(root: &Path, frames: u64) -> Result<PushPath> {
     drop(writer);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
+    if !postgres {
+        return Ok(path);
+    }
 
     let cluster = osds_store::test_postgres::Cluster::start("bench");
     let (_, mut writer) = osds_store::open(&cluster.database("osds").await).await?;

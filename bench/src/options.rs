@@ -56,7 +56,7 @@ pub(crate) struct Options {
     /// Skip nginx + nchan in fan-out.
     #[arg(long = "no-peers", action = clap::ArgAction::SetFalse)]
     pub(crate) peers: bool,
-    /// Skip the PostgreSQL runs of fan-out and reconnect-storm (quick A/B runs).
+    /// Skip the PostgreSQL runs of push-latency, fan-out and reconnect-storm (quick A/B runs).
     #[arg(long = "no-postgres", action = clap::ArgAction::SetFalse)]
     pub(crate) postgres: bool,
     /// Consumers of reconnect-storm, in [1, 50000].

@@ -102,18 +102,20 @@ pub(crate) async fn push_latency(options: &Options, results: &mut Results) -> Re
 
     // The same on PostgreSQL, the subscribers on an API replica: relay -> ingester -> commit -> NOTIFY ->
     // replica -> subscriber.
-    let deployment = PgDeployment::start(&options.osds, &options.dir, "push").await?;
-    let replica = deployment.replica("push-replica").await?;
-    println!("push-latency: the same with PostgreSQL, subscribers on an API replica");
-    let across = measure_push(options, &deployment.relay, &replica).await?;
-    results.push_replica = Some(across);
-    drop(replica);
-    deployment.stop().await;
+    if options.postgres {
+        let deployment = PgDeployment::start(&options.osds, &options.dir, "push").await?;
+        let replica = deployment.replica("push-replica").await?;
+        println!("push-latency: the same with PostgreSQL, subscribers on an API replica");
+        let across = measure_push(options, &deployment.relay, &replica).await?;
+        results.push_replica = Some(across);
+        drop(replica);
+        deployment.stop().await;
+    }
     println!(
         "push-latency: the server-side steps alone, in-process, {} frames",
         options.frames
     );
-    let path = breakdown::push_path(&options.dir, options.frames as u64).await?;
+    let path = breakdown::push_path(&options.dir, options.frames as u64, options.postgres).await?;
     results.push_path = Some([
         summarize(&path.decode),
         summarize(&path.commit),
