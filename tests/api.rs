@@ -883,6 +883,13 @@ async fn every_documented_error_is_a_400_404_or_409_with_the_documented_body() {
         ),
         ("/events/{id}", "/events/%FF%FE".into(), 400, "invalid_path"),
         (
+            "/events",
+            "/events?q=%FF%FE".into(),
+            400,
+            "invalid_parameter",
+        ),
+        ("/events", "/events?%C0=1".into(), 400, "invalid_parameter"),
+        (
             "/events/{id}",
             format!("/events/{unknown_event}"),
             404,
@@ -1204,6 +1211,33 @@ async fn obspys_fdsn_client_reads_the_events_the_json_api_gives() {
     assert_eq!((status, text.lines().count()), (200, 6), "{text}");
     let (status, _) = get("query?updatedafter=2100-01-01T00:00:00").await;
     assert_eq!(status, 204);
+
+    // Hostile input: NUL, invalid UTF-8, a control character, a huge value. Each is a 400 in the FDSN form
+    // naming what is wrong, never a 500 or an answer that ignores it.
+    let huge = "9".repeat(60_000);
+    for (path, names) in [
+        ("query?minlatitude=%00".to_string(), "minlatitude"),
+        (
+            "query?starttime=2026-01-01T00:00:00%00".to_string(),
+            "starttime",
+        ),
+        (
+            "query?contributor=%FF%FE".to_string(),
+            "`contributor` is not UTF-8",
+        ),
+        ("query?eventid=%FF".to_string(), "`eventid` is not UTF-8"),
+        ("query?catalog=osds-eew%00".to_string(), "catalog"),
+        ("query?format=text%0A".to_string(), "format"),
+        (format!("query?maxdepth={huge}"), "maxdepth"),
+        ("query?%FF=1".to_string(), "name is not UTF-8"),
+    ] {
+        let (status, error) = get(&path).await;
+        assert_eq!(status, 400, "{path:.80}: {error}");
+        assert!(
+            error.starts_with("Error 400: Bad Request") && error.contains(names),
+            "{path:.80}: {error}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -15,10 +15,27 @@ pub struct Params {
 
 impl Params {
     pub fn parse(raw: Option<&str>) -> Result<Params, ApiError> {
-        let pairs: Vec<(String, String)> =
-            form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
+        let pairs: Vec<(String, String)> = raw
+            .unwrap_or_default()
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                let key = decoded(key).map_err(|_| {
+                    ApiError::bad_request(
+                        ErrorCode::InvalidParameter,
+                        "a parameter's name is not UTF-8 once percent-decoded",
+                    )
+                })?;
+                let value = decoded(value).map_err(|_| {
+                    ApiError::bad_request(
+                        ErrorCode::InvalidParameter,
+                        format!("parameter `{key}` is not UTF-8 once percent-decoded"),
+                    )
+                })?;
+                Ok((key, value))
+            })
+            .collect::<Result<_, ApiError>>()?;
         for (i, (key, _)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(k, _)| k == key) {
                 return Err(ApiError::bad_request(
@@ -126,6 +143,13 @@ impl<S: Send + Sync> FromRequestParts<S> for PathTexts {
 }
 
 /// Parses a decimal integer (digits only, optional leading minus) within `range`.
+/// One name or value of a query as a form encodes it (`+` a space, `%XX` a byte), refused unless the bytes are
+/// UTF-8: decoded lossily, `%FF` would quietly search for U+FFFD instead.
+fn decoded(text: &str) -> Result<String, std::string::FromUtf8Error> {
+    let spaced = text.replace('+', " ");
+    String::from_utf8(percent_encoding::percent_decode_str(&spaced).collect())
+}
+
 pub fn parse_int(name: &str, text: &str, range: RangeInclusive<i64>) -> Result<i64, ApiError> {
     let digits = text.strip_prefix('-').unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -158,6 +182,23 @@ pub fn no_params(query: Option<String>) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_form_decoded_and_refused_unless_utf8() {
+        let mut p = Params::parse(Some("q=a+b%20c%E5%9B%9B&&empty=&flag")).unwrap();
+        assert_eq!(p.take("q").as_deref(), Some("a b c四"));
+        assert_eq!(p.take("empty").as_deref(), Some(""));
+        assert_eq!(p.take("flag").as_deref(), Some(""));
+        for (raw, says) in [
+            ("q=%FF", "`q` is not UTF-8"),
+            ("q=%E5%9B", "`q` is not UTF-8"),
+            ("%C0=1", "name is not UTF-8"),
+        ] {
+            let error = Params::parse(Some(raw)).map(|_| ()).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidParameter, "{raw}");
+            assert!(error.message.contains(says), "{raw}: {}", error.message);
+        }
+    }
 
     #[test]
     fn bounds_types_unknown_and_repeated_parameters_are_refused() {
