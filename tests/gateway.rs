@@ -207,17 +207,22 @@ async fn twenty_live_streams_per_client_and_the_21st_is_refused() {
     args.extend(["--live-keepalive-secs", "600"]);
     let (_relay, server) = start_connected(RelayConfig::default(), &args).await;
     let client = reqwest::Client::new();
+    // Both families' channels hold a slot each: 13 + 2 streams, 1 + 4 sockets.
     let mut streams = Vec::new();
-    for _ in 0..15 {
-        let response = client.get(server.url("/stream")).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
+    for index in 0..15 {
+        let path = if index < 2 { "/hyp/stream" } else { "/stream" };
+        let response = client.get(server.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
         streams.push(response);
     }
     let mut sockets = Vec::new();
-    for _ in 0..5 {
-        let (socket, _) = tokio_tungstenite::connect_async(ws_url(&server, ""))
-            .await
-            .unwrap();
+    for index in 0..5 {
+        let url = if index == 0 {
+            server.ws_url("/hyp/ws")
+        } else {
+            ws_url(&server, "")
+        };
+        let (socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
         sockets.push(socket);
     }
     let refused = client.get(server.url("/stream")).send().await.unwrap();

@@ -9,11 +9,12 @@
 use super::consumer::last_event_id;
 use super::state::LiveState;
 use crate::error::{ApiError, ErrorCode};
+use crate::gateway::HeldSlot;
 use crate::params::{MAX_SAFE_INTEGER, Params};
 use axum::extract::ws::{
     Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
 };
-use axum::extract::{RawQuery, State};
+use axum::extract::{Extension, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -243,6 +244,7 @@ pub async fn stream(
 pub async fn ws(
     State(state): State<LiveState>,
     RawQuery(query): RawQuery,
+    slot: Option<Extension<HeldSlot>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let feed = start(&state, query.as_deref(), None).await?;
@@ -255,16 +257,31 @@ pub async fn ws(
             ),
         )
     })?;
-    Ok(upgrade.on_upgrade(move |socket| run(state, feed, socket)))
+    Ok(upgrade.on_upgrade(move |socket| async move {
+        // The socket occupies one of its client's connection slots for as long as it is open.
+        let _slot = slot;
+        run(state, feed, socket).await
+    }))
+}
+
+/// Sends `message`, or gives up on a consumer that has taken nothing for the slow-consumer patience (its
+/// socket's buffers full): the connection closes and it resumes from its cursor.
+async fn send_within(
+    socket: &mut WebSocket,
+    patience: Duration,
+    message: Message,
+) -> Result<(), ()> {
+    match tokio::time::timeout(patience, socket.send(message)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
 }
 
 async fn run(state: LiveState, mut feed: HypFeed, mut socket: WebSocket) {
     let send = |value: Value| Message::Text(value.to_string().into());
-    if socket
-        .send(send(feed.ready(state.store.archive_id())))
-        .await
-        .is_err()
-    {
+    let patience = state.config.slow_consumer;
+    let ready = send(feed.ready(state.store.archive_id()));
+    if send_within(&mut socket, patience, ready).await.is_err() {
         return;
     }
     let mut shutdown = state.shutdown.clone();
@@ -274,7 +291,7 @@ async fn run(state: LiveState, mut feed: HypFeed, mut socket: WebSocket) {
             biased;
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Text(text))) if text.trim() == "ping" => {
-                    if socket.send(send(json!({ "type": "pong" }))).await.is_err() {
+                    if send_within(&mut socket, patience, send(json!({ "type": "pong" }))).await.is_err() {
                         return;
                     }
                 }
@@ -289,20 +306,20 @@ async fn run(state: LiveState, mut feed: HypFeed, mut socket: WebSocket) {
                             row.seq,
                             report_data(row)
                         );
-                        if socket.send(Message::Text(message.into())).await.is_err() {
+                        if send_within(&mut socket, patience, Message::Text(message.into())).await.is_err() {
                             return;
                         }
                     }
                 }
                 Err(error) => {
                     tracing::warn!(error = %format!("{error:#}"), "the self-sensing socket cannot read the archive");
-                    let _ = socket.send(Message::Close(None)).await;
+                    let _ = send_within(&mut socket, patience, Message::Close(None)).await;
                     return;
                 }
             },
             () = sleep_until(next_status) => {
                 next_status = Instant::now() + state.config.status_interval;
-                if socket.send(send(status(&feed))).await.is_err() {
+                if send_within(&mut socket, patience, send(status(&feed))).await.is_err() {
                     return;
                 }
             }
@@ -311,5 +328,5 @@ async fn run(state: LiveState, mut feed: HypFeed, mut socket: WebSocket) {
         }
     }
     // The service stops: the consumer resumes from its last report's id.
-    let _ = socket.send(Message::Close(None)).await;
+    let _ = send_within(&mut socket, patience, Message::Close(None)).await;
 }
