@@ -2,7 +2,6 @@
 //! the sockets that write it (`net/socket.rs`): SSE events and HTTP/1.1 chunks, WebSocket text frames, and a
 //! committed report in both forms.
 
-use crate::reports::item::ReportItem;
 use axum::extract::ws::Utf8Bytes;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
@@ -77,15 +76,13 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    pub fn new(report: ReportItem) -> Rendered {
-        let ws_text = format!(
-            "{{\"type\":\"report\",\"id\":{},\"data\":{}}}",
-            report.id, report.json
-        );
+    /// Report version `id` of channel `source`, whose `EewReport` text is `json`.
+    pub fn new(id: i64, source: Arc<str>, json: &str) -> Rendered {
+        let ws_text = format!("{{\"type\":\"report\",\"id\":{id},\"data\":{json}}}");
         Rendered {
-            id: report.id.0,
-            source: report.source,
-            sse_event: event("report", Some(report.id.0), &report.json),
+            id,
+            source,
+            sse_event: event("report", Some(id), json),
             ws_text: ws_text.into(),
             sse_chunk: OnceLock::new(),
             ws_frame: OnceLock::new(),
@@ -131,11 +128,7 @@ mod tests {
     use super::*;
 
     fn rendered(json: String) -> Rendered {
-        Rendered::new(ReportItem {
-            id: osds_store::ReportId(9),
-            source: "sc".into(),
-            json: json.into(),
-        })
+        Rendered::new(9, "sc".into(), &json)
     }
 
     #[test]

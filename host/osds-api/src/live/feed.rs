@@ -1,6 +1,6 @@
 //! [`Feed`]: the reports after a cursor, in id order, the mechanism under `/stream`, `/ws` and the hub.
 
-use crate::live::recent::RecentReports;
+use crate::live::recent::{RecentReports, count_archive_reads};
 use crate::net::socket::{Kind, Tap};
 use crate::reports::pages::ReportCache;
 use crate::sources::{self, SourceFilter};
@@ -155,14 +155,6 @@ impl Feed {
                 std::future::pending::<()>().await;
             }
         }
-    }
-}
-
-/// Queries live delivery made to the archive (`osds_live_archive_reads_total`): a reconnect storm should cost
-/// one per distinct range, not one per consumer.
-pub(crate) fn count_archive_reads(reads: u64) {
-    if reads > 0 {
-        metrics::counter!("osds_live_archive_reads_total").increment(reads);
     }
 }
 

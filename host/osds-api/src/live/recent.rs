@@ -5,7 +5,6 @@
 //! so a consumer whose cursor lies inside that range gets every later report from it, gap-free; one whose
 //! cursor is older reads the archive as before.
 
-use crate::reports::item::ReportItem;
 use crate::wire::Rendered;
 use osds_store::{ServedReport, Store};
 use std::collections::VecDeque;
@@ -16,6 +15,14 @@ use tokio::sync::watch;
 const CAPACITY: usize = 4096;
 /// Reports read per query while filling.
 const READ_BATCH: i64 = 1000;
+
+/// Queries live delivery made to the archive (`osds_live_archive_reads_total`): a reconnect storm should cost
+/// one per distinct range, not one per consumer.
+pub(crate) fn count_archive_reads(reads: u64) {
+    if reads > 0 {
+        metrics::counter!("osds_live_archive_reads_total").increment(reads);
+    }
+}
 
 #[derive(Default)]
 struct Ring {
@@ -60,7 +67,7 @@ impl RecentReports {
             .store
             .served_between(from, start, CAPACITY as i64)
             .await?;
-        crate::live::feed::count_archive_reads(1);
+        count_archive_reads(1);
         let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
         // The ring dropped its oldest entries meanwhile: it has moved on beyond what was read.
         if ring.covered_after != start {
@@ -69,7 +76,7 @@ impl RecentReports {
         let later = std::mem::take(&mut ring.entries);
         ring.entries = items
             .into_iter()
-            .map(|row| Arc::new(Rendered::new(ReportItem::from(row))))
+            .map(|row| Arc::new(Rendered::from(row)))
             .chain(later)
             .collect();
         ring.covered_after = from;
@@ -115,7 +122,7 @@ impl RecentReports {
         }
         let rendered: Vec<_> = committed
             .iter()
-            .map(|served| Arc::new(Rendered::new(ReportItem::from(served.clone()))))
+            .map(|served| Arc::new(Rendered::from(served.clone())))
             .collect();
         let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
         if first.id.0 != ring.upto + 1 {
@@ -163,7 +170,7 @@ impl RecentReports {
                 return Ok(());
             }
             let items = self.store.served_between(upto, horizon, READ_BATCH).await?;
-            crate::live::feed::count_archive_reads(1);
+            count_archive_reads(1);
             // Everything up to the horizon was read, unless the batch was full.
             let reached = match items.last() {
                 Some(last) if items.len() as i64 == READ_BATCH => last.id.0,
@@ -171,7 +178,7 @@ impl RecentReports {
             };
             let rendered = items
                 .into_iter()
-                .map(|row| Arc::new(Rendered::new(ReportItem::from(row))))
+                .map(|row| Arc::new(Rendered::from(row)))
                 .collect();
             let mut ring = self.ring.write().unwrap_or_else(|p| p.into_inner());
             // A commit offered meanwhile moved the ring on: read again from where it is now.

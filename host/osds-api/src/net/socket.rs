@@ -523,17 +523,13 @@ pub fn no_delay(stream: &TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reports::item::ReportItem;
     use std::future::poll_fn;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     fn report(id: i64, json: &str) -> Arc<Rendered> {
-        Arc::new(Rendered::new(ReportItem {
-            id: osds_store::ReportId(id),
-            source: if id % 2 == 0 { "cea" } else { "sc" }.into(),
-            json: json.into(),
-        }))
+        let source = if id % 2 == 0 { "cea" } else { "sc" };
+        Arc::new(Rendered::new(id, source.into(), json))
     }
 
     /// A connected pair over loopback: the server side as the HTTP server sees it, and the client.

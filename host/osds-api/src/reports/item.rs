@@ -1,6 +1,7 @@
 //! A report version's served `EewReport` JSON text (stored with the version), for the caches and pages that
 //! serve it many times; and a `/reports` page written from such items.
 
+use crate::wire::Rendered;
 use osds_store::served::SERVED_FORMAT;
 use osds_store::{ReportId, ServedReport};
 use sha2::{Digest, Sha256};
@@ -13,6 +14,18 @@ pub struct ReportItem {
     /// Its channel, for the `source` filter.
     pub source: Arc<str>,
     pub json: Arc<str>,
+}
+
+impl From<ReportItem> for Rendered {
+    fn from(item: ReportItem) -> Rendered {
+        Rendered::new(item.id.0, item.source, &item.json)
+    }
+}
+
+impl From<ServedReport> for Rendered {
+    fn from(served: ServedReport) -> Rendered {
+        Rendered::from(ReportItem::from(served))
+    }
 }
 
 impl From<ServedReport> for ReportItem {

@@ -170,7 +170,7 @@ impl ReportCache {
                 .items
                 .iter()
                 .cloned()
-                .map(|item| Arc::new(Rendered::new(item)))
+                .map(|item| Arc::new(Rendered::from(item)))
                 .collect()
         });
         if made {
@@ -250,7 +250,7 @@ impl ReportCache {
                 let rows = rendered_between(store, cursor, horizon, rest as i64).await?;
                 page.archive_reads += 1;
                 page.reports
-                    .extend(rows.into_iter().map(|item| Arc::new(Rendered::new(item))));
+                    .extend(rows.into_iter().map(|item| Arc::new(Rendered::from(item))));
                 break;
             }
             let (block, read) = self.block(store, number).await?;

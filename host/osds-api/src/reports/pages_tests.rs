@@ -96,7 +96,7 @@ async fn live_pages_equal_the_archive_and_are_framed_from_it() {
             let expected_ids: Vec<i64> = expected.iter().map(|item| item.id.0).collect();
             assert_eq!(ids, expected_ids, "after {after}, limit {limit}");
             for (report, item) in page.reports.iter().zip(&expected) {
-                let framed = Rendered::new(item.clone());
+                let framed = Rendered::from(item.clone());
                 assert_eq!(report.ws_text, framed.ws_text);
                 assert_eq!(report.sse_event, framed.sse_event);
             }
