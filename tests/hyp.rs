@@ -89,6 +89,20 @@ fn run(args: &[&str]) -> Output {
     osds().args(args).output().expect("run osds")
 }
 
+/// Writes `lines` as the JSON-lines file `name` in `dir` and runs `osds hyp import` of it into `database`.
+fn import_solutions(dir: &std::path::Path, database: &str, name: &str, lines: &[Value]) -> Output {
+    let file = dir.join(name);
+    let jsonl: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, jsonl).unwrap();
+    run(&[
+        "hyp",
+        "import",
+        "--database-url",
+        database,
+        file.to_str().unwrap(),
+    ])
+}
+
 fn text(output: &Output) -> String {
     format!(
         "{}{}",
@@ -129,16 +143,7 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
         json!({ "solution": solution(CANDIDATE_ONLY, 1, "candidate", stations(2, 0.3, T0), None) }),
         solution(TO_HIDE, 1, "preliminary", stations(5, 0.5, T0), None),
     ];
-    let jsonl: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let file = dir.join("solutions.jsonl");
-    std::fs::write(&file, &jsonl).unwrap();
-    let imported = run(&[
-        "hyp",
-        "import",
-        "--database-url",
-        &database,
-        file.to_str().unwrap(),
-    ]);
+    let imported = import_solutions(&dir, &database, "solutions.jsonl", &lines);
     assert!(imported.status.success(), "{}", text(&imported));
     assert!(
         text(&imported).contains("6 reports appended, 0 refused"),
@@ -147,23 +152,15 @@ async fn the_hyp_family_serves_graded_append_only_reports_by_the_spec() {
     );
 
     // Append-only: a report number that is taken, or skips one, is refused.
-    let again = dir.join("again.jsonl");
-    std::fs::write(
-        &again,
-        format!(
-            "{}\n{}\n",
-            solution(NOTO, 2, "tracking", stations(4, 0.3, T0), None),
-            solution(NOTO, 9, "tracking", stations(4, 0.3, T0), None)
-        ),
-    )
-    .unwrap();
-    let refused = run(&[
-        "hyp",
-        "import",
-        "--database-url",
+    let refused = import_solutions(
+        &dir,
         &database,
-        again.to_str().unwrap(),
-    ]);
+        "again.jsonl",
+        &[
+            solution(NOTO, 2, "tracking", stations(4, 0.3, T0), None),
+            solution(NOTO, 9, "tracking", stations(4, 0.3, T0), None),
+        ],
+    );
     assert!(!refused.status.success());
     assert!(
         text(&refused).contains("0 reports appended, 2 refused"),
@@ -591,16 +588,7 @@ async fn live_self_sensing_reports_resume_by_cursor_across_a_restart() {
     let dir = tempdir("hyp-live");
     let database = new_archive(&dir).await;
     let import = |name: &str, lines: &[Value]| {
-        let file = dir.join(name);
-        let jsonl: String = lines.iter().map(|l| format!("{l}\n")).collect();
-        std::fs::write(&file, jsonl).unwrap();
-        let imported = run(&[
-            "hyp",
-            "import",
-            "--database-url",
-            &database,
-            file.to_str().unwrap(),
-        ]);
+        let imported = import_solutions(&dir, &database, name, lines);
         assert!(imported.status.success(), "{}", text(&imported));
     };
     // Cursors 1-6: Noto's candidate, preliminary, tracking and finalized reports; a candidate-only event; an
@@ -709,23 +697,15 @@ async fn live_self_sensing_reports_resume_by_cursor_across_a_restart() {
 async fn the_shaper_is_hot_swapped_through_the_admin_socket_with_a_canary() {
     let dir = tempdir("hyp-shaper");
     let database = new_archive(&dir).await;
-    let file = dir.join("solutions.jsonl");
-    std::fs::write(
-        &file,
-        format!(
-            "{}\n{}\n",
-            solution(NOTO, 1, "preliminary", stations(4, 0.3, T0), None),
-            solution(NOTO, 2, "tracking", stations(12, 0.6, T0), Some(7.3))
-        ),
-    )
-    .unwrap();
-    let imported = run(&[
-        "hyp",
-        "import",
-        "--database-url",
+    let imported = import_solutions(
+        &dir,
         &database,
-        file.to_str().unwrap(),
-    ]);
+        "solutions.jsonl",
+        &[
+            solution(NOTO, 1, "preliminary", stations(4, 0.3, T0), None),
+            solution(NOTO, 2, "tracking", stations(12, 0.6, T0), Some(7.3)),
+        ],
+    );
     assert!(imported.status.success(), "{}", text(&imported));
     let server = start_server_in(dir.clone(), "ws://127.0.0.1:9", &["--no-ingest"]);
     let shaper_name =
