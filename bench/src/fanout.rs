@@ -46,7 +46,7 @@ pub enum Publisher<'a> {
 
 impl Publisher<'_> {
     /// Publishes report `number` with id prefix `tag`; returns the time taken just before publishing.
-    async fn publish(&self, tag: char, number: u64) -> Result<Instant> {
+    pub async fn publish(&self, tag: char, number: u64) -> Result<Instant> {
         match self {
             Publisher::Relay(relay) => {
                 let frame = cq_frame(&tag.to_string(), number, 1);

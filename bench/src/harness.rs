@@ -132,12 +132,18 @@ pub(crate) async fn start_connected(
 ) -> Result<(FakeRelay, Server)> {
     let relay = FakeRelay::start(RelayConfig::default()).await?;
     let server = start_server(osds, dir, label, &relay.url()).await?;
+    all_connected(&relay).await?;
+    Ok((relay, server))
+}
+
+/// Waits until a server has connected every channel path of `relay` (30 s at most).
+pub(crate) async fn all_connected(relay: &FakeRelay) -> Result<()> {
     for path in fake_relay::channel_paths() {
         if !relay.wait_connected(path, 1, Duration::from_secs(30)).await {
             bail!("osds serve never connected {path} to the relay");
         }
     }
-    Ok((relay, server))
+    Ok(())
 }
 
 pub(crate) async fn get_json(client: &reqwest::Client, url: &str) -> Result<Value> {
@@ -278,11 +284,7 @@ impl PgDeployment {
             &["--ingester-name", "bench"],
         )
         .await?;
-        for path in fake_relay::channel_paths() {
-            if !relay.wait_connected(path, 1, Duration::from_secs(30)).await {
-                bail!("the ingester never connected {path} to the relay");
-            }
-        }
+        all_connected(&relay).await?;
         Ok(PgDeployment {
             _cluster: cluster,
             database,

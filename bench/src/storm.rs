@@ -7,8 +7,9 @@
 //! made (`osds_live_archive_reads_total`). osds is restarted on its archive first, so its ring starts from the
 //! archive; nchan resumes from its own message buffer (`last_event_id`), sized to hold the whole history.
 
+use crate::fanout::Publisher;
 use crate::harness::{
-    PgDeployment, Summary, UNLIMITED, cq_frame, get_json, proc_cpu_secs, summarize,
+    PgDeployment, Summary, UNLIMITED, all_connected, get_json, proc_cpu_secs, summarize,
 };
 use crate::nchan;
 use anyhow::{Context, Result, anyhow, bail};
@@ -28,6 +29,8 @@ const CONNECT_CONCURRENCY: usize = 1000;
 const LIVE_REPORTS: u64 = 10;
 /// Cursors of the near consumers lie 1..=NEAR_SPREAD reports behind.
 const NEAR_SPREAD: u64 = 20;
+/// The tag of the storm's reports (upstream event ids on osds, the message's event id on nchan).
+const TAG: char = 'S';
 /// The backlog replay rate the spec sets for osds (reports per second per consumer).
 const SPEC_REPLAY_RATE: f64 = 100.0;
 
@@ -46,6 +49,20 @@ struct Target {
     pids: Vec<u32>,
     metrics_urls: Vec<String>,
     resume: Resume,
+}
+
+impl Target {
+    /// osds servers (started with `--metrics-listen`), the consumers spread over them.
+    fn osds(name: &'static str, servers: &[Server]) -> Result<Target> {
+        Ok(Target {
+            name,
+            sse_urls: servers.iter().map(|s| s.url("/stream")).collect(),
+            ws_urls: servers.iter().map(|s| s.ws_url("/ws")).collect(),
+            pids: servers.iter().map(Server::pid).collect(),
+            metrics_urls: servers.iter().map(metrics_url).collect::<Result<_>>()?,
+            resume: Resume::After,
+        })
+    }
 }
 
 /// What one storm measured.
@@ -112,26 +129,23 @@ async fn osds_sqlite(
         tokio::task::spawn_blocking(move || launch.start())
     };
     let mut server = start(&dir).await??;
-    wait_connected(&relay).await?;
+    all_connected(&relay).await?;
     fill(&relay, &server, history).await?;
     // The restart: the new process's ring of recent reports starts from the archive.
     server.stop().await;
     let server = start(&dir).await??.removing_dir();
-    wait_connected(&relay).await?;
-    let target = Target {
-        name: "osds",
-        sse_urls: vec![server.url("/stream")],
-        ws_urls: vec![server.ws_url("/ws")],
-        pids: vec![server.pid()],
-        metrics_urls: vec![metrics_url(&server)?],
-        resume: Resume::After,
-    };
-    let storm = storm(&target, consumers, history, far_behind, |n| {
-        let relay = &relay;
-        async move { push(relay, n).await }
-    })
+    all_connected(&relay).await?;
+    let servers = [server];
+    let target = Target::osds("osds", &servers)?;
+    let storm = storm(
+        &target,
+        consumers,
+        history,
+        far_behind,
+        &Publisher::Relay(&relay),
+    )
     .await;
-    drop(server);
+    drop(servers);
     relay.shutdown().await;
     storm
 }
@@ -153,19 +167,9 @@ async fn osds_replicas(
                 .await?,
         );
     }
-    let target = Target {
-        name: "pg-2rep",
-        sse_urls: replicas.iter().map(|r| r.url("/stream")).collect(),
-        ws_urls: replicas.iter().map(|r| r.ws_url("/ws")).collect(),
-        pids: replicas.iter().map(Server::pid).collect(),
-        metrics_urls: replicas.iter().map(metrics_url).collect::<Result<_>>()?,
-        resume: Resume::After,
-    };
-    let storm = storm(&target, consumers, history, far_behind, |n| {
-        let relay = &deployment.relay;
-        async move { push(relay, n).await }
-    })
-    .await;
+    let target = Target::osds("pg-2rep", &replicas)?;
+    let publisher = Publisher::Relay(&deployment.relay);
+    let storm = storm(&target, consumers, history, far_behind, &publisher).await;
     drop(replicas);
     deployment.stop().await;
     storm
@@ -180,14 +184,16 @@ async fn nchan_storm(
     let buffer = (history + LIVE_REPORTS + 10) as usize;
     let nginx = nchan::Nginx::start_buffered(root, 2, consumers + 1_000, buffer)?;
     let base = nginx.base();
-    let client = reqwest::Client::new();
-    let publish_url = format!("http://{base}/pub");
+    let publisher = Publisher::Nchan {
+        client: reqwest::Client::new(),
+        url: format!("http://{base}/pub"),
+    };
     // A subscriber from the start learns each message's id, which the storm's consumers resume from.
     let (ids_tx, mut ids_rx) = mpsc::unbounded_channel();
     let recorder = tokio::spawn(record_ids(format!("http://{base}/sub"), ids_tx));
     tokio::time::sleep(Duration::from_millis(300)).await;
     for number in 1..=history {
-        nchan_publish(&client, &publish_url, number).await?;
+        publisher.publish(TAG, number).await?;
     }
     let mut ids = vec![String::new(); history as usize + 1];
     let mut known = 0;
@@ -210,27 +216,19 @@ async fn nchan_storm(
         metrics_urls: Vec::new(),
         resume: Resume::LastEventId(ids),
     };
-    let storm = storm(&target, consumers, history, far_behind, |n| {
-        let (client, url) = (&client, &publish_url);
-        async move { nchan_publish(client, url, n).await }
-    })
-    .await;
+    let storm = storm(&target, consumers, history, far_behind, &publisher).await;
     drop(nginx);
     storm
 }
 
 /// The storm itself: every consumer connects at once, new reports follow; waits until everyone has everything.
-async fn storm<F, Fut>(
+async fn storm(
     target: &Target,
     consumers: usize,
     history: u64,
     far_behind: u64,
-    publish: F,
-) -> Result<Storm>
-where
-    F: Fn(u64) -> Fut,
-    Fut: std::future::Future<Output = Result<()>>,
-{
+    publisher: &Publisher<'_>,
+) -> Result<Storm> {
     let last = history + LIVE_REPORTS;
     let far_every = 50; // 2 %
     let reads_before = archive_reads(&target.metrics_urls).await?;
@@ -289,7 +287,7 @@ where
     drop(tx);
     // The quake goes on while the consumers come back.
     for n in history + 1..=last {
-        publish(n).await?;
+        publisher.publish(TAG, n).await?;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let mut outcomes = Vec::with_capacity(consumers);
@@ -493,43 +491,10 @@ async fn record_ids(url: String, tx: mpsc::UnboundedSender<(u64, String)>) -> Re
     Ok(())
 }
 
-async fn nchan_publish(client: &reqwest::Client, url: &str, number: u64) -> Result<()> {
-    let response = client
-        .post(url)
-        .body(crate::fanout::nchan_message('S', number))
-        .send()
-        .await?;
-    if !response.status().is_success() {
-        bail!("nchan publish answered {}", response.status());
-    }
-    Ok(())
-}
-
-/// Report `n` of the storm's channel, through the relay.
-async fn push(relay: &FakeRelay, n: u64) -> Result<()> {
-    if relay
-        .push_to("/cq_eew", cq_frame("S", n, 1).as_bytes())
-        .await
-        != 1
-    {
-        bail!("the relay had no /cq_eew client to push to");
-    }
-    Ok(())
-}
-
-async fn wait_connected(relay: &FakeRelay) -> Result<()> {
-    for path in fake_relay::channel_paths() {
-        if !relay.wait_connected(path, 1, Duration::from_secs(30)).await {
-            bail!("osds serve never connected {path} to the relay");
-        }
-    }
-    Ok(())
-}
-
 /// Archives reports 1..=`history` through the relay and waits until the server has them all.
 async fn fill(relay: &FakeRelay, server: &Server, history: u64) -> Result<()> {
     for n in 1..=history {
-        push(relay, n).await?;
+        Publisher::Relay(relay).publish(TAG, n).await?;
     }
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -662,7 +627,7 @@ mod tests {
             first_id(r#"{"type":"report","id":42,"data":{"id":42}}"#),
             Some(42)
         );
-        assert_eq!(first_id(&crate::fanout::nchan_message('S', 7)), Some(7));
+        assert_eq!(first_id(&crate::fanout::nchan_message(TAG, 7)), Some(7));
         assert_eq!(first_id(r#"{"type":"ready"}"#), None);
     }
 }
