@@ -65,6 +65,16 @@ pub struct ReportCache {
     loading: Mutex<HashMap<i64, Arc<OnceCell<Arc<Block>>>>>,
 }
 
+/// A stretch of what [`ReportCache::walk`] found: part of a cached block, or the horizon's block as read.
+enum Piece {
+    Block {
+        number: i64,
+        block: Arc<Block>,
+        range: std::ops::Range<usize>,
+    },
+    Horizon(Vec<ReportItem>),
+}
+
 /// What [`ReportCache::live_after`] returns: the reports, and how many archive reads it took to find them.
 pub struct LivePage {
     pub reports: Vec<Arc<Rendered>>,
@@ -201,22 +211,14 @@ impl ReportCache {
         // Read the horizon first: every id at or below it is committed, so the page never skips one.
         let high_water = store.high_water().await?;
         let wanted = usize::try_from(limit).unwrap_or(0);
-        let mut items: Vec<ReportItem> = Vec::with_capacity(wanted.min(1000));
-        let mut cursor = after;
-        while items.len() < wanted && cursor < high_water {
-            let number = (cursor + 1).div_euclid(BLOCK_IDS);
-            let block_end = (number + 1) * BLOCK_IDS - 1;
-            if block_end > high_water {
-                let rest = (wanted - items.len()) as i64;
-                items.extend(rendered_between(store, cursor, high_water, rest).await?);
-                break;
-            }
-            let (block, _) = self.block(store, number).await?;
-            let start = block.items.partition_point(|item| item.id.0 <= cursor);
-            let rest = wanted - items.len();
-            items.extend(block.items[start..].iter().take(rest).cloned());
-            cursor = block_end;
-        }
+        let (pieces, _) = self.walk(store, after, high_water, wanted).await?;
+        let items: Vec<ReportItem> = pieces
+            .into_iter()
+            .flat_map(|piece| match piece {
+                Piece::Block { block, range, .. } => block.items[range].to_vec(),
+                Piece::Horizon(rows) => rows,
+            })
+            .collect();
         let next_cursor = items.last().map_or(after, |item| item.id.0);
         Ok(ReportPage {
             items,
@@ -237,31 +239,61 @@ impl ReportCache {
         horizon: i64,
         limit: usize,
     ) -> anyhow::Result<LivePage> {
-        let mut page = LivePage {
-            reports: Vec::with_capacity(limit.min(1000)),
-            archive_reads: 0,
-        };
-        let mut cursor = after;
-        while page.reports.len() < limit && cursor < horizon {
+        let (pieces, archive_reads) = self.walk(store, after, horizon, limit).await?;
+        let reports = pieces
+            .into_iter()
+            .flat_map(|piece| match piece {
+                Piece::Block {
+                    number,
+                    block,
+                    range,
+                } => self.rendered(number, &block)[range].to_vec(),
+                Piece::Horizon(rows) => rows
+                    .into_iter()
+                    .map(|item| Arc::new(Rendered::from(item)))
+                    .collect(),
+            })
+            .collect();
+        Ok(LivePage {
+            reports,
+            archive_reads,
+        })
+    }
+
+    /// Where up to `limit` versions with `after < id <= horizon` lie, in id order: stretches of blocks wholly at
+    /// or below the horizon (from the cache), then the horizon's own block read for this caller; and how many
+    /// archive reads finding them took.
+    async fn walk(
+        &self,
+        store: &Store,
+        after: i64,
+        horizon: i64,
+        limit: usize,
+    ) -> anyhow::Result<(Vec<Piece>, u64)> {
+        let (mut pieces, mut reads, mut found, mut cursor) = (Vec::new(), 0, 0, after);
+        while found < limit && cursor < horizon {
             let number = (cursor + 1).div_euclid(BLOCK_IDS);
             let block_end = (number + 1) * BLOCK_IDS - 1;
-            let rest = limit - page.reports.len();
+            let rest = limit - found;
             if block_end > horizon {
                 let rows = rendered_between(store, cursor, horizon, rest as i64).await?;
-                page.archive_reads += 1;
-                page.reports
-                    .extend(rows.into_iter().map(|item| Arc::new(Rendered::from(item))));
+                reads += 1;
+                pieces.push(Piece::Horizon(rows));
                 break;
             }
             let (block, read) = self.block(store, number).await?;
-            page.archive_reads += u64::from(read);
-            let rendered = self.rendered(number, &block);
-            let start = rendered.partition_point(|report| report.id <= cursor);
-            page.reports
-                .extend(rendered[start..].iter().take(rest).cloned());
+            reads += u64::from(read);
+            let start = block.items.partition_point(|item| item.id.0 <= cursor);
+            let end = (start + rest).min(block.items.len());
+            found += end - start;
+            pieces.push(Piece::Block {
+                number,
+                block,
+                range: start..end,
+            });
             cursor = block_end;
         }
-        Ok(page)
+        Ok((pieces, reads))
     }
 
     fn evict(&self, lru: &mut Lru) {
