@@ -8,6 +8,7 @@
 
 use super::consumer::last_event_id;
 use super::state::LiveState;
+use super::ws::within;
 use crate::error::{ApiError, ErrorCode};
 use crate::gateway::HeldSlot;
 use crate::params::{MAX_SAFE_INTEGER, Params};
@@ -264,24 +265,11 @@ pub async fn ws(
     }))
 }
 
-/// Sends `message`, or gives up on a consumer that has taken nothing for the slow-consumer patience (its
-/// socket's buffers full): the connection closes and it resumes from its cursor.
-async fn send_within(
-    socket: &mut WebSocket,
-    patience: Duration,
-    message: Message,
-) -> Result<(), ()> {
-    match tokio::time::timeout(patience, socket.send(message)).await {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(()),
-    }
-}
-
 async fn run(state: LiveState, mut feed: HypFeed, mut socket: WebSocket) {
     let send = |value: Value| Message::Text(value.to_string().into());
     let patience = state.config.slow_consumer;
     let ready = send(feed.ready(state.store.archive_id()));
-    if send_within(&mut socket, patience, ready).await.is_err() {
+    if within(patience, socket.send(ready)).await.is_err() {
         return;
     }
     let mut shutdown = state.shutdown.clone();
@@ -291,7 +279,7 @@ async fn run(state: LiveState, mut feed: HypFeed, mut socket: WebSocket) {
             biased;
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Text(text))) if text.trim() == "ping" => {
-                    if send_within(&mut socket, patience, send(json!({ "type": "pong" }))).await.is_err() {
+                    if within(patience, socket.send(send(json!({ "type": "pong" })))).await.is_err() {
                         return;
                     }
                 }
@@ -306,20 +294,20 @@ async fn run(state: LiveState, mut feed: HypFeed, mut socket: WebSocket) {
                             row.seq,
                             report_data(row)
                         );
-                        if send_within(&mut socket, patience, Message::Text(message.into())).await.is_err() {
+                        if within(patience, socket.send(Message::Text(message.into()))).await.is_err() {
                             return;
                         }
                     }
                 }
                 Err(error) => {
                     tracing::warn!(error = %format!("{error:#}"), "the self-sensing socket cannot read the archive");
-                    let _ = send_within(&mut socket, patience, Message::Close(None)).await;
+                    let _ = within(patience, socket.send(Message::Close(None))).await;
                     return;
                 }
             },
             () = sleep_until(next_status) => {
                 next_status = Instant::now() + state.config.status_interval;
-                if send_within(&mut socket, patience, send(status(&feed))).await.is_err() {
+                if within(patience, socket.send(send(status(&feed)))).await.is_err() {
                     return;
                 }
             }
@@ -328,5 +316,5 @@ async fn run(state: LiveState, mut feed: HypFeed, mut socket: WebSocket) {
         }
     }
     // The service stops: the consumer resumes from its last report's id.
-    let _ = send_within(&mut socket, patience, Message::Close(None)).await;
+    let _ = within(patience, socket.send(Message::Close(None))).await;
 }

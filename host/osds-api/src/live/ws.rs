@@ -80,7 +80,7 @@ fn too_big(error: &axum::Error) -> bool {
 }
 
 /// Why a message could not be handed to a consumer.
-enum Stop {
+pub(super) enum Stop {
     /// The consumer is gone.
     Gone,
     /// It took nothing for the slow-consumer patience.
@@ -89,7 +89,7 @@ enum Stop {
 
 /// Completes `sending`; a timer is armed only when it cannot complete at once (with ten thousand consumers
 /// that keep up, a timer per message was a measurable share of the fan-out).
-async fn within<F: Future<Output = Result<(), E>>, E>(
+pub(super) async fn within<F: Future<Output = Result<(), E>>, E>(
     patience: Duration,
     sending: F,
 ) -> Result<(), Stop> {
