@@ -8,8 +8,8 @@
 
 use super::consumer::last_event_id;
 use super::state::LiveState;
-use super::ws::within;
-use crate::error::{ApiError, ErrorCode};
+use super::ws::{upgrade_required, within};
+use crate::error::ApiError;
 use crate::gateway::HeldSlot;
 use crate::params::{MAX_SAFE_INTEGER, Params};
 use axum::extract::ws::{
@@ -249,15 +249,7 @@ pub async fn ws(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let feed = start(&state, query.as_deref(), None).await?;
-    let upgrade = upgrade.map_err(|rejection| {
-        ApiError::bad_request(
-            ErrorCode::WebsocketUpgradeRequired,
-            format!(
-                "/hyp/ws needs a WebSocket upgrade request: {}",
-                rejection.body_text()
-            ),
-        )
-    })?;
+    let upgrade = upgrade.map_err(|rejection| upgrade_required("/hyp/ws", &rejection))?;
     Ok(upgrade.on_upgrade(move |socket| async move {
         // The socket occupies one of its client's connection slots for as long as it is open.
         let _slot = slot;

@@ -42,15 +42,7 @@ pub async fn ws(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let asked = checked_request(&state, query.as_deref(), None).await?;
-    let upgrade = upgrade.map_err(|rejection| {
-        ApiError::bad_request(
-            ErrorCode::WebsocketUpgradeRequired,
-            format!(
-                "/ws needs a WebSocket upgrade request: {}",
-                rejection.body_text()
-            ),
-        )
-    })?;
+    let upgrade = upgrade.map_err(|rejection| upgrade_required("/ws", &rejection))?;
     // The cursor is fixed when the request arrives, before the upgrade completes.
     let mut feed = start_feed(&state, asked);
     if let Some(tap) = peer.and_then(|Extension(ConnectInfo(peer))| peer.tap) {
@@ -76,6 +68,17 @@ fn too_big(error: &axum::Error) -> bool {
     matches!(
         std::error::Error::source(error).and_then(|e| e.downcast_ref::<tungstenite::Error>()),
         Some(tungstenite::Error::Capacity(_))
+    )
+}
+
+/// The 400 for a request to a WebSocket endpoint (`path`) that is not an upgrade.
+pub(super) fn upgrade_required(path: &str, rejection: &WebSocketUpgradeRejection) -> ApiError {
+    ApiError::bad_request(
+        ErrorCode::WebsocketUpgradeRequired,
+        format!(
+            "{path} needs a WebSocket upgrade request: {}",
+            rejection.body_text()
+        ),
     )
 }
 
