@@ -3,10 +3,17 @@
 //! (`cargo run --release -p osds-bench --bin osds-accuracy`). See `osds_accuracy`.
 //!
 //! `cargo bench -p osds-accuracy --bench accuracy [-- [--values] [--reports] [--in-model|--independent]
-//! [NAME...]]`: `--values` skips the images, `--reports` prints every report, names pick scenarios.
+//! [--world=N] [NAME...]]`: `--values` skips the images, `--reports` prints every report, `--world=N` draws
+//! the truth and the feed again from other seeds, names pick scenarios.
 
 fn main() {
-    let options = osds_accuracy::Options::from_args(std::env::args().skip(1));
+    let options = match osds_accuracy::Options::from_args(std::env::args().skip(1)) {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::exit(2);
+        }
+    };
     osds_accuracy::run_matrices(
         &options,
         "hyp-core (native)",

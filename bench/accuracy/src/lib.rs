@@ -25,6 +25,8 @@ use table::Result;
 
 /// The seed of the truth's Earth (the stations' delays and sites): one world for every scenario.
 pub const EARTH_SEED: u64 = 20_261_126;
+/// How far apart the scenarios' seeds of two worlds are (more than any matrix's own seeds span).
+const WORLD_STRIDE: u64 = 1_000_003;
 
 /// Which matrices to run and how to show them.
 #[derive(Debug, Clone, Default)]
@@ -38,12 +40,17 @@ pub struct Options {
     pub only_independent: bool,
     /// Only the scenarios whose names contain one of these.
     pub only: Vec<String>,
+    /// Another draw of the same truth and feed (0 is the recorded one): the stations' delays, sites and noise,
+    /// the shaking's scatter and the feed's delays and losses come from other seeds; the scenarios stay.
+    pub world: u64,
 }
 
 impl Options {
-    /// `[--values] [--reports] [--in-model | --independent] [NAME...]`; other flags (a bench harness's
-    /// `--bench`) are ignored.
-    pub fn from_args(args: impl IntoIterator<Item = String>) -> Options {
+    /// `[--values] [--reports] [--in-model | --independent] [--world=N] [NAME...]`; other flags (a bench
+    /// harness's `--bench`) are ignored. An error names an argument it cannot read.
+    pub fn from_args(
+        args: impl IntoIterator<Item = String>,
+    ) -> std::result::Result<Options, String> {
         let mut options = Options::default();
         for arg in args {
             match arg.as_str() {
@@ -51,11 +58,29 @@ impl Options {
                 "--reports" => options.reports = true,
                 "--in-model" => options.only_in_model = true,
                 "--independent" => options.only_independent = true,
+                a if a.starts_with("--world=") => {
+                    options.world = a["--world=".len()..]
+                        .parse()
+                        .map_err(|_| format!("--world takes a whole number, not `{a}`"))?;
+                }
                 a if a.starts_with("--") => {}
                 _ => options.only.push(arg),
             }
         }
-        options
+        Ok(options)
+    }
+
+    /// The scenarios asked for (by name), with their seeds moved to the world asked for.
+    pub fn select(&self, all: Vec<Scenario>) -> Vec<Scenario> {
+        all.into_iter()
+            .filter(|s| {
+                self.only.is_empty() || self.only.iter().any(|o| s.name.contains(o.as_str()))
+            })
+            .map(|mut s| {
+                s.seed += WORLD_STRIDE * self.world;
+                s
+            })
+            .collect()
     }
 }
 
@@ -67,7 +92,7 @@ fn run_all(
     shape: &(dyn Fn(&Solution) -> Value + Sync),
 ) -> Vec<Result> {
     let travel_times = Arc::new(Model::jma2001());
-    let earth = truth::Earth::new(&network.positions(), EARTH_SEED);
+    let earth = truth::Earth::new(&network.positions(), EARTH_SEED + options.world);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let out = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
@@ -140,13 +165,6 @@ type Matrix = (
 /// Runs the matrices the options ask for and prints their tables; `shaper` names what shapes the solutions.
 pub fn run_matrices(options: &Options, shaper: &str, shape: &(dyn Fn(&Solution) -> Value + Sync)) {
     let network = Network::shipped();
-    let pick = |all: Vec<Scenario>| -> Vec<Scenario> {
-        all.into_iter()
-            .filter(|s| {
-                options.only.is_empty() || options.only.iter().any(|o| s.name.contains(o.as_str()))
-            })
-            .collect()
-    };
     let how = if options.values {
         "values fed directly"
     } else {
@@ -170,14 +188,19 @@ pub fn run_matrices(options: &Options, shaper: &str, shape: &(dyn Fn(&Solution) 
         if !wanted {
             continue;
         }
-        let scenarios = pick(make(&network));
+        let scenarios = options.select(make(&network));
         if scenarios.is_empty() {
             continue;
         }
         println!(
-            "\n== {title}: {} scenarios, {} stations (shipped K-NET/KiK-net table), detector travel times JMA2001, {how}, shaped by {shaper}\n   {what}",
+            "\n== {title}: {} scenarios, {} stations (shipped K-NET/KiK-net table), detector travel times JMA2001, {how}, shaped by {shaper}{}\n   {what}",
             scenarios.len(),
             network.stations.len(),
+            if options.world == 0 {
+                String::new()
+            } else {
+                format!(", world {}", options.world)
+            },
         );
         let started = Instant::now();
         let results = run_all(scenarios, &network, options, shape);

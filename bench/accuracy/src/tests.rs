@@ -306,3 +306,28 @@ fn a_late_lossy_feed_with_an_outage_does_not_interrupt_the_event() {
     assert!(!outcome.interrupted_mid_run, "{outcome:?}");
     assert!(outcome.latency_s.is_some_and(|l| l >= 1.0), "{outcome:?}");
 }
+
+#[test]
+fn another_world_draws_the_same_scenarios_from_other_seeds() {
+    let args = |a: &[&str]| crate::Options::from_args(a.iter().map(|s| s.to_string()));
+    let options =
+        args(&["--independent", "--world=3", "--bench", "kushiro"]).expect("valid arguments");
+    assert_eq!(options.world, 3);
+    assert!(options.only_independent);
+    assert_eq!(options.only, vec!["kushiro".to_string()]);
+    let error = args(&["--world=three"]).expect_err("not a number");
+    assert!(error.contains("--world=three"), "{error}");
+
+    let network = Network::shipped();
+    let recorded = args(&["kushiro"])
+        .expect("valid")
+        .select(crate::matrix::independent(&network));
+    let other = options.select(crate::matrix::independent(&network));
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(other.len(), 1);
+    assert_eq!(recorded[0].name, other[0].name);
+    assert_eq!(recorded[0].settings, other[0].settings);
+    assert_eq!(recorded[0].feed, other[0].feed);
+    assert_eq!(recorded[0].seconds, other[0].seconds);
+    assert_ne!(recorded[0].seed, other[0].seed);
+}

@@ -3,15 +3,17 @@
 //! the host's Wasm runtime as `osds serve` runs it.
 //!
 //! `cargo run --release -p osds-bench --bin osds-accuracy [-- [--values] [--reports] [--in-model |
-//! --independent] [NAME...]]`: `--values` feeds the values without images, `--reports` prints every report,
-//! names pick scenarios. Results are recorded in BENCHMARKS.md.
+//! --independent] [--world=N] [NAME...]]`: `--values` feeds the values without images, `--reports` prints
+//! every report, `--world=N` draws the truth's stations, scatter and noise and the feed's delays and losses
+//! again from other seeds (the scenarios stay; 0 is the recorded draw), names pick scenarios. Results are
+//! recorded in BENCHMARKS.md.
 
 use anyhow::Context;
 use osds_accuracy::{Options, run_matrices};
 use osds_runtime::{Limits, Runtime, ShaperComponent};
 
 fn main() -> anyhow::Result<()> {
-    let options = Options::from_args(std::env::args().skip(1));
+    let options = Options::from_args(std::env::args().skip(1)).map_err(anyhow::Error::msg)?;
     let runtime = Runtime::new(Limits::default())?;
     let shaper = ShaperComponent::embedded(&runtime)?;
     let name = shaper.info().identity();
