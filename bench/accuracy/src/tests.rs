@@ -221,12 +221,22 @@ fn no_quake_on_the_network_no_event_despite_stuck_stations_and_spikes() {
 
 /// A scenario of the independent matrix, run through monitor images as the benchmark runs it, scored.
 fn independent(name: &str) -> crate::score::Score {
+    independent_in(name, 0)
+}
+
+/// The same on another draw of the truth and the feed (`--world=N`).
+fn independent_in(name: &str, world: u64) -> crate::score::Score {
     let network = Network::shipped();
-    let scenario = crate::matrix::independent(&network)
+    let options = crate::Options {
+        world,
+        ..crate::Options::default()
+    };
+    let scenario = options
+        .select(crate::matrix::independent(&network))
         .into_iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no scenario {name}"));
-    let earth = Earth::new(&network.positions(), crate::EARTH_SEED);
+    let earth = Earth::new(&network.positions(), crate::EARTH_SEED + world);
     let run = run(
         &scenario,
         &network,
@@ -239,7 +249,11 @@ fn independent(name: &str) -> crate::score::Score {
 }
 
 fn assert_found_and_nothing_else(name: &str) -> crate::score::Score {
-    let score = independent(name);
+    assert_found_and_nothing_else_in(name, 0)
+}
+
+fn assert_found_and_nothing_else_in(name: &str, world: u64) -> crate::score::Score {
+    let score = independent_in(name, world);
     assert!(
         score.false_event_ids.is_empty(),
         "{name}: false events {:?}",
@@ -271,6 +285,14 @@ fn bursts_on_neighbouring_stations_make_no_event() {
 fn a_distant_great_earthquakes_wavefront_makes_no_event() {
     assert_found_and_nothing_else("kamchatka-m8.8");
     assert_found_and_nothing_else("kurils-m8.3");
+}
+
+/// A distant great quake's later waves, minutes after its P, re-trigger stations that have shaken ever since;
+/// no located event explains that shaking. On this draw of the truth they once made an M6.5 under the Nemuro
+/// peninsula 160 s after Kamchatka's first P: they are no new quake.
+#[test]
+fn a_distant_great_quakes_later_waves_make_no_event() {
+    assert_found_and_nothing_else_in("kamchatka-m8.8", 1);
 }
 
 /// An aftershock 60 s after and 20 km from its mainshock is detected on the mainshock's stations, not swallowed

@@ -291,6 +291,31 @@ impl Detector {
         if !basics {
             return false;
         }
+        // A distant great quake's later waves (its S and surface waves, minutes after its P) re-trigger stations
+        // that have been shaking ever since, and no located event explains that shaking: most picks on stations
+        // shaking long before them, with no other event or aftermath about, are such waves, not a new quake.
+        let alone = self.aftermaths.is_empty()
+            && self
+                .events
+                .iter()
+                .all(|e| e.done || std::ptr::eq(e, event) || e.reports == 0);
+        if alone {
+            let shaking_before = event
+                .located
+                .iter()
+                .zip(&h.used)
+                .filter(|(_, used)| **used)
+                .filter(|&(&i, _)| {
+                    let m = &event.members[i];
+                    self.levels
+                        .rising_since(m.station)
+                        .is_some_and(|since| since < m.pick_ms - SHAKING_BEFORE_MS)
+                })
+                .count();
+            if 2 * shaking_before > used {
+                return false;
+            }
+        }
         // Too small to tell from a burst on a few stations, and below what the service publishes. (A deep
         // solution needs picks spread wide instead, see `depth_cap`, and its weak shaking may give no
         // magnitude for a while.)

@@ -93,6 +93,8 @@ const MIN_PUBLISHED_MW: f64 = 3.0;
 const S_STAY_S: f64 = 10.0;
 /// A station at or below this intensity has stopped shaking, whatever its peak.
 const DECAYED_LEVEL: f64 = -1.0;
+/// A station standing above its quiet level this long before its pick was shaking already (see `publishable`).
+const SHAKING_BEFORE_MS: i64 = 10_000;
 /// Silent stations this close to an event's centre count against trial points that would have reached them.
 const SILENT_STATION_KM: f64 = 200.0;
 
@@ -180,7 +182,8 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          20 picks, cap 2 s; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
          not at the cap or the search's edge, a pick within 150 km (or the depth), 2 locations agreeing \
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
-         shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, M >= 3.0 above 150 km, the \
+         shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, M >= 3.0 above 150 km, not \
+         most picks shaking 10 s before them with no other reported event or aftermath, the \
          neighbourhood test (300 km, margin 0.8, silent <= max(1, expected/3) and <= max(2, tested/4), \
          unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
          I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
