@@ -219,12 +219,8 @@ fn no_quake_on_the_network_no_event_despite_stuck_stations_and_spikes() {
     assert!(run_on(&scenario, &network, true).is_empty());
 }
 
-/// A scenario of the independent matrix, run through monitor images as the benchmark runs it, scored.
-fn independent(name: &str) -> crate::score::Score {
-    independent_in(name, 0)
-}
-
-/// The same on another draw of the truth and the feed (`--world=N`).
+/// A scenario of the independent matrix on a draw of the truth and the feed (`--world=N`; 0 is the recorded
+/// one), run through monitor images as the benchmark runs it, scored.
 fn independent_in(name: &str, world: u64) -> crate::score::Score {
     let network = Network::shipped();
     let options = crate::Options {
