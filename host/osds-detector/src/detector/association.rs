@@ -20,7 +20,14 @@ impl Prediction<'_> {
         let ts = model.s(d, h.depth_km);
         let (early, late) = p_window(tp);
         let off_p = pick - (h.origin + tp);
-        if is_p(off_p, tp) {
+        // Far from a solution its arrival times are only as good as its epicentre: a distant quake located
+        // loosely from one side predicts its wavefront's arrival across the country tens of seconds off.
+        let slack = if d > FAR_STATION_KM {
+            h.horizontal_uncertainty_km / FAR_APPARENT_KM_S
+        } else {
+            0.0
+        };
+        if (-early - slack..=late + slack).contains(&off_p) {
             return Some((Phase::P, off_p.abs()));
         }
         // Its P wave's coda while the fault still breaks, then its S wave and coda. In between, a station far

@@ -93,6 +93,10 @@ const MIN_PUBLISHED_MW: f64 = 3.0;
 const S_STAY_S: f64 = 10.0;
 /// A station at or below this intensity has stopped shaking, whatever its peak.
 const DECAYED_LEVEL: f64 = -1.0;
+/// Beyond this distance from a solution, its predicted P arrival is uncertain by its epicentre's own
+/// uncertainty over the P wave's apparent speed there.
+const FAR_STATION_KM: f64 = 600.0;
+const FAR_APPARENT_KM_S: f64 = 8.0;
 /// A station standing above its quiet level this long before its pick was shaking already (see `publishable`).
 const SHAKING_BEFORE_MS: i64 = 10_000;
 /// Silent stations this close to an event's centre count against trial points that would have reached them.
@@ -173,7 +177,8 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
     use sha2::{Digest, Sha256};
     let parameters = "trigger rise 1.1/10s by observation time, neighbours 15 within 60 km rising 0.5 \
          min(n,max(n/3,4)), lone 2, re-armed after 3 s calm; stuck >=3 with neighbours 3 lower; expiry \
-         10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %), P coda \
+         10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %; beyond \
+         600 km +- uncertainty / 8 km/s), P coda \
          for the rupture's duration, S..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
          cluster 60 km, young < 8 picks; release beyond 100 km above that level; aftermath 240 s; same quake \
          100 km 10 s; new stations within 300 km keep an event open; grid 0.4/0.1/0.04 deg within 2 deg, \
