@@ -5,7 +5,8 @@
 //! amplitudes (Liu & Yamada 2014; Tamaribuchi et al. 2014's IPF), applied as a test rather than a score:
 //!
 //! - a burst on a few neighbouring stations, fitted as a small or deep quake, is contradicted by the stations
-//!   around it that such a quake would also shake and that stay quiet;
+//!   around it that such a quake would also shake and that stay quiet (those as near its source as its own
+//!   stations are, however weak the quake);
 //! - a distant great earthquake's wavefront, fitted as a local quake where it first reaches the network, is
 //!   contradicted by the stations beyond: they start shaking sooner than a local quake's waves could reach
 //!   them, and as strongly as the near ones, where a local quake's shaking would have died away.
@@ -34,6 +35,9 @@ const SILENT: f64 = 0.4;
 const SHOW_S: f64 = 2.0;
 /// Magnitude the level differences are read at when the cluster has none yet.
 const REFERENCE_MW: f64 = 5.0;
+/// A station at most this many times as far from the source as the farthest of the candidate's own stations
+/// is as near as they are (its shaking differs from theirs by a tenth of a unit or so).
+const AS_NEAR: f64 = 1.15;
 
 /// Every station's quiet level and when it last began to stand [`RISEN`] above it.
 #[derive(Debug, Clone, Default)]
@@ -180,6 +184,23 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
         expected: candidate.members.len(),
         ..Verdict::default()
     };
+    // A station as near the source as its own stations must show it about as they do, however weak: a burst
+    // on a few neighbouring stations, fitted as a small deep quake, leaves the stations beside it quiet where a
+    // quake below them would shake them alike.
+    let farthest = candidate
+        .members
+        .iter()
+        .map(|&(i, _)| hypocentral_km(at(i).0, depth))
+        .fold(0.0, f64::max);
+    let mut rises: Vec<f64> = candidate
+        .members
+        .iter()
+        .filter_map(|&(i, peak)| Some(peak - levels.baseline(i)?))
+        .collect();
+    rises.sort_by(f64::total_cmp);
+    let shown = rises
+        .get(rises.len() / 2)
+        .is_some_and(|rise| rise - MARGIN >= VISIBLE / 2.0);
     for (i, station) in stations.iter().enumerate() {
         if claimed[i] {
             continue;
@@ -200,7 +221,8 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
         let (early, late) = window(tp - candidate.origin);
         let contrast = if now < ts + 3.0 { P_CONTRAST } else { 0.0 };
         let expected = offset + predicted - contrast;
-        if now >= tp + late + SHOW_S && expected - MARGIN >= VISIBLE {
+        let as_near = shown && hypocentral_km(d, depth) <= AS_NEAR * farthest;
+        if now >= tp + late + SHOW_S && (expected - MARGIN >= VISIBLE || as_near) {
             verdict.expected += 1;
             verdict.tested += 1;
             if above < SILENT {
