@@ -303,6 +303,16 @@ fn a_distant_great_quakes_wavefront_across_the_country_is_its_own() {
     assert_found_and_nothing_else_in("kurils-m8.3", 3);
 }
 
+/// The stations a distant quake's candidate holds (located outside the network, never published) still test a
+/// cluster that its wavefront forms inside: on these draws they shake sooner than a 600 km deep M7 under
+/// Sanriku, or a shallow quake in Hokkaido, could make them, and that is what they must say.
+#[test]
+fn a_distant_candidates_stations_still_test_a_cluster_inside_the_network() {
+    assert_found_and_nothing_else_in("kurils-m8.3", 5);
+    assert_found_and_nothing_else_in("kurils-m8.3", 9);
+    assert_found_and_nothing_else_in("kamchatka-m8.8", 3);
+}
+
 /// An aftershock 60 s after and 20 km from its mainshock is detected on the mainshock's stations, not swallowed
 /// by the mainshock's event.
 #[test]

@@ -327,7 +327,16 @@ impl Detector {
         }
         let mut claimed = vec![false; self.stations.len()];
         for other in self.events.iter().filter(|e| !e.done) {
-            let located = other.last.is_some() && other.p_picks() >= 3;
+            // A candidate located outside the network, never published, explains nothing here: its stations
+            // are a distant quake's, and they say what the candidate's waves would do to them.
+            let outside = other.reports == 0
+                && other.last.as_ref().is_some_and(|o| {
+                    other.members.iter().all(|m| {
+                        let p = &self.positions[m.station];
+                        distance_km(o.latitude, o.longitude, p.latitude, p.longitude) > OUTSIDE_KM
+                    })
+                });
+            let located = other.last.is_some() && other.p_picks() >= 3 && !outside;
             if std::ptr::eq(other, event) || located {
                 for m in &other.members {
                     claimed[m.station] = true;

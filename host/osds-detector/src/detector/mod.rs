@@ -97,6 +97,8 @@ const DECAYED_LEVEL: f64 = -1.0;
 /// uncertainty over the P wave's apparent speed there.
 const FAR_STATION_KM: f64 = 600.0;
 const FAR_APPARENT_KM_S: f64 = 8.0;
+/// A candidate whose every station is farther than this from its epicentre is located outside the network.
+const OUTSIDE_KM: f64 = 300.0;
 /// A station standing above its quiet level this long before its pick was shaking already (see `publishable`).
 const SHAKING_BEFORE_MS: i64 = 10_000;
 /// Silent stations this close to an event's centre count against trial points that would have reached them.
@@ -189,7 +191,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
          shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, M >= 3.0 above 150 km, not \
          most picks shaking 10 s before them with no other reported event or aftermath, the \
-         neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, silent <= max(1, expected/3) and <= max(2, tested/4), \
+         neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, stations of unpublished candidates outside the network (all > 300 km) unclaimed, silent <= max(1, expected/3) and <= max(2, tested/4), \
          unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
          I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
          only for M >= 3 before publication); \
