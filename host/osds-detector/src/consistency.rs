@@ -148,14 +148,17 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
     } = *around;
     let mw = candidate.magnitude.unwrap_or(REFERENCE_MW);
     let depth = candidate.depth_km;
-    let at = |i: usize| {
+    let distance = |i: usize| {
         let p = &stations[i];
-        let d = distance_km(
+        distance_km(
             candidate.latitude,
             candidate.longitude,
             p.latitude,
             p.longitude,
-        );
+        )
+    };
+    let at = |i: usize| {
+        let d = distance(i);
         (
             d,
             candidate.origin + model.p(d, depth),
@@ -163,17 +166,17 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
             predicted_intensity(mw, depth, hypocentral_km(d, depth)),
         )
     };
-    // The level the candidate's own stations stand at, relative to the prediction (S-equivalent).
-    let mut offsets: Vec<f64> = candidate
+    // How far its own stations rose, and the level they stand at relative to the prediction (S-equivalent).
+    let (mut rises, mut offsets): (Vec<f64>, Vec<f64>) = candidate
         .members
         .iter()
         .filter_map(|&(i, peak)| {
             let (_, _, ts, predicted) = at(i);
             let rise = peak - levels.baseline(i)?;
             let contrast = if now < ts + 3.0 { P_CONTRAST } else { 0.0 };
-            Some(rise + contrast - predicted)
+            Some((rise, rise + contrast - predicted))
         })
-        .collect();
+        .unzip();
     if offsets.is_empty() {
         return Verdict::default();
     }
@@ -190,17 +193,10 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
     let farthest = candidate
         .members
         .iter()
-        .map(|&(i, _)| hypocentral_km(at(i).0, depth))
+        .map(|&(i, _)| hypocentral_km(distance(i), depth))
         .fold(0.0, f64::max);
-    let mut rises: Vec<f64> = candidate
-        .members
-        .iter()
-        .filter_map(|&(i, peak)| Some(peak - levels.baseline(i)?))
-        .collect();
     rises.sort_by(f64::total_cmp);
-    let shown = rises
-        .get(rises.len() / 2)
-        .is_some_and(|rise| rise - MARGIN >= VISIBLE / 2.0);
+    let shown = rises[rises.len() / 2] - MARGIN >= VISIBLE / 2.0;
     for (i, station) in stations.iter().enumerate() {
         if claimed[i] {
             continue;

@@ -201,13 +201,18 @@ impl Detector {
         let Some(h) = &event.last else {
             return false;
         };
-        let used = h.used.iter().filter(|u| **u).count();
-        let used_stations: Vec<&StationPosition> = event
+        // The members the latest location used as picks.
+        let used_members: Vec<&Member> = event
             .located
             .iter()
             .zip(&h.used)
             .filter(|(_, used)| **used)
-            .map(|(&i, _)| &self.positions[event.members[i].station])
+            .map(|(&i, _)| &event.members[i])
+            .collect();
+        let used = used_members.len();
+        let used_stations: Vec<&StationPosition> = used_members
+            .iter()
+            .map(|m| &self.positions[m.station])
             .collect();
         // The model errs more on long paths (a deep or distant quake's picks): the rms allowed grows with them.
         let mean_travel = used_stations
@@ -259,13 +264,7 @@ impl Detector {
                 });
         // Picks all within a second or so (no moveout) fit a source deep below them as well as a burst on a
         // few neighbouring stations: the stations around them must have had time to show which it is.
-        let picked: Vec<i64> = event
-            .located
-            .iter()
-            .zip(&h.used)
-            .filter(|(_, used)| **used)
-            .map(|(&i, _)| event.members[i].pick_ms)
-            .collect();
+        let picked: Vec<i64> = used_members.iter().map(|m| m.pick_ms).collect();
         let (first_pick, last_pick) = (
             picked.iter().copied().min().unwrap_or(now_ms),
             picked.iter().copied().max().unwrap_or(now_ms),
@@ -300,13 +299,9 @@ impl Detector {
                 .iter()
                 .all(|e| e.done || std::ptr::eq(e, event) || e.reports == 0);
         if alone {
-            let shaking_before = event
-                .located
+            let shaking_before = used_members
                 .iter()
-                .zip(&h.used)
-                .filter(|(_, used)| **used)
-                .filter(|&(&i, _)| {
-                    let m = &event.members[i];
+                .filter(|m| {
                     self.levels
                         .rising_since(m.station)
                         .is_some_and(|since| since < m.pick_ms - SHAKING_BEFORE_MS)
