@@ -322,6 +322,16 @@ fn an_aftershock_on_the_mainshocks_stations_is_its_own_event() {
     assert_ne!(ids[0], ids[1]);
 }
 
+/// An aftershock 25 s after its mainshock is seen by its S wave on the mainshock's shaking stations and located
+/// a few seconds late; its S wave then sweeping the stations 100 km and more away, after the mainshock's S
+/// wave and inside its shaking, made quakes of its own on these draws of the truth (an M5.7 under the Kii
+/// peninsula and an M4.2 in Hyogo on world 2, an M6.4 in Hyogo on world 4).
+#[test]
+fn an_aftershocks_s_wave_across_the_mainshocks_shaking_makes_no_event() {
+    assert_found_and_nothing_else_in("aftershock-25s-25km", 2);
+    assert_found_and_nothing_else_in("aftershock-25s-25km", 4);
+}
+
 /// A second quake striking while a great offshore one's waves cross its region is its own event, and the
 /// great one's wavefront makes no other.
 #[test]

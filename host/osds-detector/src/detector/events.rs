@@ -290,24 +290,43 @@ impl Detector {
         if !basics {
             return false;
         }
-        // A distant great quake's later waves (its S and surface waves, minutes after its P) re-trigger stations
-        // that have been shaking ever since, and no located event explains that shaking: most picks on stations
-        // shaking long before them, with no other event or aftermath about, are such waves, not a new quake.
-        let alone = self.aftermaths.is_empty()
-            && self
-                .events
-                .iter()
-                .all(|e| e.done || std::ptr::eq(e, event) || e.reports == 0);
-        if alone {
-            let shaking_before = used_members
-                .iter()
-                .filter(|m| {
-                    self.levels
-                        .rising_since(m.station)
-                        .is_some_and(|since| since < m.pick_ms - SHAKING_BEFORE_MS)
-                })
-                .count();
-            if 2 * shaking_before > used {
+        // Later waves are no new quake. A distant great quake's S and surface waves, minutes after its P,
+        // re-trigger stations that have been shaking ever since, and no located event explains that shaking.
+        // Inside a reported quake's shaking, after its S wave has passed, a new rise is its coda or its
+        // aftershock's S wave (whose P does not rise above that shaking), and an aftershock located from such
+        // onsets is placed late, so its S wave sweeping the stations 100 km and more away looks like quakes of
+        // their own. So most picks on stations shaking long before them, alone or after a reported quake's S
+        // wave there, make no new quake, unless beside that quake's source (an aftershock, seen by its S).
+        // Before the S wave, a rise is what that quake cannot explain: a second quake inside its wavefront.
+        let sources: Vec<(&Hypocentre, Option<f64>)> = self
+            .events
+            .iter()
+            .filter(|e| !e.done && !std::ptr::eq(*e, event) && e.reports > 0)
+            .filter_map(|e| Some((e.last.as_ref()?, e.magnitude.map(|m| m.value))))
+            .chain(self.aftermaths.iter().map(|a| (&a.h, a.magnitude)))
+            .collect();
+        let after_s = |m: &Member| {
+            let p = &self.positions[m.station];
+            sources.iter().any(|(o, _)| {
+                let d = distance_km(o.latitude, o.longitude, p.latitude, p.longitude);
+                let ts = self.config.travel_times.s(d, o.depth_km);
+                m.pick_ms as f64 / 1000.0 >= o.origin + ts - p_window(ts).0
+            })
+        };
+        let later_waves = used_members
+            .iter()
+            .filter(|m| {
+                self.levels
+                    .rising_since(m.station)
+                    .is_some_and(|since| since < m.pick_ms - SHAKING_BEFORE_MS)
+                    && (sources.is_empty() || after_s(m))
+            })
+            .count();
+        if 2 * later_waves > used {
+            let beside = sources.iter().any(|(o, mw)| {
+                distance_km(o.latitude, o.longitude, h.latitude, h.longitude) <= aftershock_km(*mw)
+            });
+            if !beside {
                 return false;
             }
         }

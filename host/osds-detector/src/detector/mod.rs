@@ -123,6 +123,12 @@ fn rupture_seconds(mw: f64) -> f64 {
     10f64.powf(0.5 * mw - 1.85) / 2.5
 }
 
+/// How far from a quake's epicentre its aftershocks start: twice its fault's length (Utsu), at least 50 km.
+fn aftershock_km(mw: Option<f64>) -> f64 {
+    mw.map_or(0.0, |m| 2.0 * 10f64.powf(0.5 * m - 1.85))
+        .max(50.0)
+}
+
 /// Seconds after the predicted S arrival that still count as an event's shaking at a station: the S wave's
 /// build-up and coda, and a large event's fault still breaking.
 fn coda_seconds(s_travel: f64, mw: Option<f64>) -> f64 {
@@ -190,7 +196,8 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          not at the cap or the search's edge, a pick within 150 km (or the depth), 2 locations agreeing \
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
          shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, M >= 3.0 above 150 km, not \
-         most picks shaking 10 s before them with no other reported event or aftermath, the \
+         most picks shaking 10 s before them with no other reported event or aftermath or after one's S \
+         (unless within 2x its Utsu fault length, 50 km floor), the \
          neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, stations of unpublished candidates outside the network (all > 300 km) unclaimed, silent <= max(1, expected/3) and <= max(2, tested/4), \
          unexplained <= max(2, members/3)); Si-Midorikawa 1999 PGV (depth term held at 150 km), \
          I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
