@@ -34,7 +34,7 @@ impl Prediction<'_> {
         // enough away for the two to part has nothing of this event that would make it rise.
         let rupture = self.magnitude.map_or(0.0, rupture_seconds);
         let off_s = pick - (h.origin + ts);
-        let (early_s, late_s) = p_window(ts);
+        let (early_s, late_s) = s_window(ts);
         let in_p_coda = off_p >= -early && off_p <= late + rupture;
         let in_s = off_s >= -early_s && off_s <= coda_seconds(ts, self.magnitude) + late_s;
         let within = in_p_coda || in_s;

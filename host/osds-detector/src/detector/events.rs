@@ -310,7 +310,7 @@ impl Detector {
             sources.iter().any(|(o, _)| {
                 let d = distance_km(o.latitude, o.longitude, p.latitude, p.longitude);
                 let ts = self.config.travel_times.s(d, o.depth_km);
-                m.pick_ms as f64 / 1000.0 >= o.origin + ts - p_window(ts).0
+                m.pick_ms as f64 / 1000.0 >= o.origin + ts - s_window(ts).0
             })
         };
         let later_waves = used_members
