@@ -136,6 +136,31 @@ pub struct Neighbourhood<'a> {
     pub margin: fn(f64) -> f64,
 }
 
+/// When (seconds on the detector's clock) every station as near the candidate's source as its own farthest
+/// station (see [`AS_NEAR`]) has had time to show it.
+pub fn as_near_due(candidate: &Candidate, around: &Neighbourhood) -> f64 {
+    let depth = candidate.depth_km;
+    let farthest = candidate
+        .members
+        .iter()
+        .map(|&(i, _)| {
+            let p = &around.stations[i];
+            let d = distance_km(
+                candidate.latitude,
+                candidate.longitude,
+                p.latitude,
+                p.longitude,
+            );
+            hypocentral_km(d, depth)
+        })
+        .fold(0.0, f64::max);
+    let reach = ((AS_NEAR * farthest).powi(2) - depth * depth)
+        .max(0.0)
+        .sqrt();
+    let tp = around.model.p(reach, depth);
+    candidate.origin + tp + (around.window)(tp).1 + SHOW_S
+}
+
 /// Tests `candidate` against every unclaimed station within [`NEIGHBOURHOOD_KM`] at time `now` (seconds).
 pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict {
     let Neighbourhood {

@@ -374,8 +374,18 @@ impl Detector {
             window: p_window,
             margin: level_margin,
         };
-        crate::consistency::check(&candidate, &around, now_ms as f64 / 1000.0)
-            .plausible(members.len())
+        // Picks nearly all in one frame fit a burst on a few neighbouring stations as well as a quake below
+        // them: such a cluster waits until the stations as near its source as its own are due to show it.
+        let simultaneous = used_members
+            .iter()
+            .filter(|m| m.pick_ms == first_pick)
+            .count() as f64
+            >= SIMULTANEOUS * used as f64;
+        let now = now_ms as f64 / 1000.0;
+        if simultaneous && now < crate::consistency::as_near_due(&candidate, &around) {
+            return false;
+        }
+        crate::consistency::check(&candidate, &around, now).plausible(members.len())
     }
 
     /// Labels every member P or later phase by the latest location (a young event's stay P).

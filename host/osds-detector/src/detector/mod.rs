@@ -77,6 +77,8 @@ const COVERAGE_KM: f64 = 150.0;
 const NO_MOVEOUT_MS: i64 = 1_500;
 /// …and such a cluster waits this long after its last pick for its neighbourhood to show what it is.
 const NO_MOVEOUT_WAIT_MS: i64 = 4_000;
+/// At least this share of a cluster's picks in its first frame: it shows (almost) no moveout.
+const SIMULTANEOUS: f64 = 0.8;
 /// …unless this many stations picked it over two frames (a burst touches a few neighbouring stations).
 const WIDE_PICKS: usize = 20;
 /// One monitor image per second: picks a frame apart.
@@ -203,7 +205,8 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          20 picks, cap 2 s; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
          not at the cap or the search's edge, a pick within 150 km (or the depth), 2 locations agreeing \
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
-         shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, M >= 3.0 above 150 km, not \
+         shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, 80 % in one frame: not before \
+         the stations within 1.15x its own stations' reach are due, M >= 3.0 above 150 km, not \
          most picks shaking 10 s before them with no other reported event or aftermath or after one's S \
          (unless within 2x its Utsu fault length, 50 km floor), the \
          neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, stations of unpublished candidates outside the network (all > 300 km) unclaimed, silent <= max(1, expected/3) and <= max(2, tested/4), \
