@@ -140,25 +140,30 @@ pub struct Neighbourhood<'a> {
 /// station (see [`AS_NEAR`]) has had time to show it.
 pub fn as_near_due(candidate: &Candidate, around: &Neighbourhood) -> f64 {
     let depth = candidate.depth_km;
-    let farthest = candidate
+    let farthest = farthest_member_km(candidate, around.stations);
+    let reach = ((AS_NEAR * farthest).powi(2) - depth * depth)
+        .max(0.0)
+        .sqrt();
+    let tp = around.model.p(reach, depth);
+    candidate.origin + tp + (around.window)(tp).1 + SHOW_S
+}
+
+/// The hypocentral distance (km) of the candidate's farthest own station.
+fn farthest_member_km(candidate: &Candidate, stations: &[StationPosition]) -> f64 {
+    candidate
         .members
         .iter()
         .map(|&(i, _)| {
-            let p = &around.stations[i];
+            let p = &stations[i];
             let d = distance_km(
                 candidate.latitude,
                 candidate.longitude,
                 p.latitude,
                 p.longitude,
             );
-            hypocentral_km(d, depth)
+            hypocentral_km(d, candidate.depth_km)
         })
-        .fold(0.0, f64::max);
-    let reach = ((AS_NEAR * farthest).powi(2) - depth * depth)
-        .max(0.0)
-        .sqrt();
-    let tp = around.model.p(reach, depth);
-    candidate.origin + tp + (around.window)(tp).1 + SHOW_S
+        .fold(0.0, f64::max)
 }
 
 /// Tests `candidate` against every unclaimed station within [`NEIGHBOURHOOD_KM`] at time `now` (seconds).
@@ -173,17 +178,14 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
     } = *around;
     let mw = candidate.magnitude.unwrap_or(REFERENCE_MW);
     let depth = candidate.depth_km;
-    let distance = |i: usize| {
+    let at = |i: usize| {
         let p = &stations[i];
-        distance_km(
+        let d = distance_km(
             candidate.latitude,
             candidate.longitude,
             p.latitude,
             p.longitude,
-        )
-    };
-    let at = |i: usize| {
-        let d = distance(i);
+        );
         (
             d,
             candidate.origin + model.p(d, depth),
@@ -215,11 +217,7 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
     // A station as near the source as its own stations must show it about as they do, however weak: a burst
     // on a few neighbouring stations, fitted as a small deep quake, leaves the stations beside it quiet where a
     // quake below them would shake them alike.
-    let farthest = candidate
-        .members
-        .iter()
-        .map(|&(i, _)| hypocentral_km(distance(i), depth))
-        .fold(0.0, f64::max);
+    let farthest = farthest_member_km(candidate, stations);
     rises.sort_by(f64::total_cmp);
     let shown = rises[rises.len() / 2] - MARGIN >= VISIBLE / 2.0;
     for (i, station) in stations.iter().enumerate() {

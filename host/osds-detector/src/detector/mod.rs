@@ -128,15 +128,19 @@ fn is_p(off: f64, travel: f64) -> bool {
     (-early..=late).contains(&off)
 }
 
-/// Seconds the fault of an event of `mw` takes to break (Utsu's length at 2.5 km/s).
+/// The length (km) of the fault of an event of `mw` (Utsu).
+fn fault_length_km(mw: f64) -> f64 {
+    10f64.powf(0.5 * mw - 1.85)
+}
+
+/// Seconds the fault of an event of `mw` takes to break (its length at 2.5 km/s).
 fn rupture_seconds(mw: f64) -> f64 {
-    10f64.powf(0.5 * mw - 1.85) / 2.5
+    fault_length_km(mw) / 2.5
 }
 
 /// How far from a quake's epicentre its aftershocks start: twice its fault's length (Utsu), at least 50 km.
 fn aftershock_km(mw: Option<f64>) -> f64 {
-    mw.map_or(0.0, |m| 2.0 * 10f64.powf(0.5 * m - 1.85))
-        .max(50.0)
+    mw.map_or(0.0, |m| 2.0 * fault_length_km(m)).max(50.0)
 }
 
 /// Seconds after the predicted S arrival that still count as an event's shaking at a station: the S wave's
