@@ -359,6 +359,22 @@ fn a_deep_quake_seen_from_one_side_is_one_event() {
     assert!(depth.is_some_and(|d| d <= 150.0), "{depth:?}");
 }
 
+/// The same deep quake on other draws of the truth: its weak P wave picked in clusters hundreds of km apart,
+/// too few each to be located deep. Together they are one event at depth (world 4: before, missed, and its S
+/// wave a false shallow quake), and its S wave no quake of its own even when it is not found (world 1).
+#[test]
+fn a_deep_quakes_p_wave_in_clusters_far_apart_is_one_deep_event() {
+    let score = assert_found_and_nothing_else_in("japan-sea-m6.0-450km", 4);
+    let depth = score.outcomes[0].median_depth_km();
+    assert!(depth.is_some_and(|d| d <= 40.0), "{depth:?}");
+    let score = independent_in("japan-sea-m6.0-450km", 1);
+    assert!(
+        score.false_event_ids.is_empty(),
+        "{:?}",
+        score.false_event_ids
+    );
+}
+
 /// Images published 1-2 s late, some lost, and an outage of seconds while the event is under way: the event
 /// goes on, not interrupted, and its reports carry when they would have been published.
 #[test]

@@ -283,4 +283,147 @@ impl Detector {
         }
         self.events.retain(|e| !e.done);
     }
+
+    /// Young clusters whose picks together fit one deep source are that deep quake's P wave: it reaches the
+    /// surface over hundreds of km within seconds and weakly, so its picks fall into clusters too far apart
+    /// to join by distance and too few each to be located deep (`locate::depth_cap`). They become the oldest
+    /// one, located there. Clusters that do not fit are left alone.
+    pub(super) fn join_deep_front(&mut self, now_ms: i64) {
+        let mut clusters: Vec<usize> = (0..self.events.len())
+            .filter(|&i| {
+                let e = &self.events[i];
+                !e.done
+                    && e.reports == 0
+                    && e.p_picks() < MATURE_PICKS
+                    && e.members.iter().all(|m| m.phase == Phase::P)
+                    // A P wave reaches quiet stations: rises on stations shaking long before them are
+                    // another quake's later waves.
+                    && e.members.iter().all(|m| {
+                        self.levels
+                            .rising_since(m.station)
+                            .is_none_or(|since| since >= m.pick_ms - SHAKING_BEFORE_MS)
+                    })
+            })
+            .collect();
+        // Only a new pick can change the answer.
+        if !clusters
+            .iter()
+            .any(|&i| self.events[i].last_new_station_ms == now_ms)
+        {
+            return;
+        }
+        loop {
+            let (events, positions) = (&self.events, &self.positions);
+            let picks: Vec<(usize, Pick)> = clusters
+                .iter()
+                .flat_map(|&i| {
+                    events[i].members.iter().map(move |m| {
+                        let p = &positions[m.station];
+                        let pick = Pick {
+                            latitude: p.latitude,
+                            longitude: p.longitude,
+                            at: m.pick_ms as f64 / 1000.0,
+                        };
+                        (i, pick)
+                    })
+                })
+                .collect();
+            if clusters.len() < DEEP_FRONT_CLUSTERS || picks.len() < MATURE_PICKS {
+                return;
+            }
+            let Some(h) =
+                self.locate_front(&picks.iter().map(|(_, p)| *p).collect::<Vec<_>>(), now_ms)
+            else {
+                return;
+            };
+            // Not deeper than the slabs' deep quakes, and a pick within its depth of the epicentre (what
+            // publication asks): a great quake's first clusters across the network fit a source 650-700 km
+            // below the ocean far away.
+            let nearest = picks
+                .iter()
+                .map(|(_, p)| distance_km(h.latitude, h.longitude, p.latitude, p.longitude))
+                .fold(f64::INFINITY, f64::min);
+            // Below a reported quake, they are its own far arrivals, later than its tables say.
+            let below_reported = self
+                .events
+                .iter()
+                .filter(|e| !e.done && e.reports > 0)
+                .filter_map(|e| e.last.as_ref())
+                .chain(self.aftermaths.iter().map(|a| &a.h))
+                .any(|o| {
+                    distance_km(o.latitude, o.longitude, h.latitude, h.longitude) <= SAME_QUAKE_KM
+                });
+            if !(DEEP_FRONT_KM..=DEEP_FRONT_MAX_KM).contains(&h.depth_km)
+                || h.at_edge
+                || nearest > COVERAGE_KM.max(h.depth_km)
+                || below_reported
+            {
+                return;
+            }
+            let fitting: Vec<usize> = clusters
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let (all, close) = picks
+                        .iter()
+                        .zip(&h.residuals)
+                        .filter(|((j, _), _)| *j == i)
+                        .fold((0, 0), |(all, close), (_, r)| {
+                            (
+                                all + 1,
+                                close + usize::from(r.abs() <= DEEP_FRONT_RESIDUAL_S),
+                            )
+                        });
+                    2 * close > all
+                })
+                .collect();
+            if fitting.len() < clusters.len() {
+                clusters = fitting;
+                continue;
+            }
+            let stations = picks.iter().map(|(_, p)| (p.latitude, p.longitude));
+            if h.rms_seconds > self.rms_allowed(&h, stations) {
+                return;
+            }
+            let (&oldest, rest) = clusters.split_first().expect("several clusters");
+            for &j in rest {
+                for member in std::mem::take(&mut self.events[j].members) {
+                    self.events[oldest].join(member);
+                }
+                self.events[j].done = true;
+            }
+            let event = &mut self.events[oldest];
+            event.last_new_station_ms = now_ms;
+            // Located again around this solution at once (the picks moved it beyond a young event's search).
+            event.located = (0..event.members.len()).collect();
+            event.located_p_picks = 0;
+            event.last = Some(h);
+            self.events.retain(|e| !e.done);
+            return;
+        }
+    }
+
+    /// Locates a deep front's picks, the search moved on while its best point lies on the search's edge (seen
+    /// from one side, the source may lie a few degrees beyond the first station).
+    fn locate_front(&self, picks: &[Pick], now_ms: i64) -> Option<Hypocentre> {
+        let first = picks.iter().min_by(|a, b| a.at.total_cmp(&b.at))?;
+        let mut center = (first.latitude, first.longitude);
+        let mut h = None;
+        for _ in 0..DEEP_FRONT_STEPS {
+            let found = locate_near(
+                &self.config.travel_times,
+                picks,
+                &[],
+                now_ms as f64 / 1000.0,
+                Some(center),
+            )?;
+            let edge = found.at_edge;
+            center = (found.latitude, found.longitude);
+            h = Some(found);
+            if !edge {
+                break;
+            }
+        }
+        h
+    }
 }

@@ -191,6 +191,23 @@ impl Detector {
         self.solution(index, now_ms, false)
     }
 
+    /// The rms a solution located from picks at `stations` may have to be published: the model errs more on
+    /// long paths (a deep or distant quake's picks), so it grows with their mean P travel time.
+    pub(super) fn rms_allowed(
+        &self,
+        h: &Hypocentre,
+        stations: impl ExactSizeIterator<Item = (f64, f64)>,
+    ) -> f64 {
+        let n = stations.len().max(1) as f64;
+        let travel: f64 = stations
+            .map(|(lat, lon)| {
+                let d = distance_km(h.latitude, h.longitude, lat, lon);
+                self.config.travel_times.p(d, h.depth_km)
+            })
+            .sum();
+        PUBLISH_RMS_S + RMS_PER_TRAVEL * travel / n
+    }
+
     /// Whether a candidate's latest solution may be published: located from at least three picks over two
     /// frames (or [`FIRST_FRAME_PICKS`] with moveout in one) that agree within [`PUBLISH_RMS_S`], not at the
     /// depth cap of so few picks, converged (two successive locations agree within their uncertainty) or
@@ -214,15 +231,6 @@ impl Detector {
             .iter()
             .map(|m| &self.positions[m.station])
             .collect();
-        // The model errs more on long paths (a deep or distant quake's picks): the rms allowed grows with them.
-        let mean_travel = used_stations
-            .iter()
-            .map(|p| {
-                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
-                self.config.travel_times.p(d, h.depth_km)
-            })
-            .sum::<f64>()
-            / used_stations.len().max(1) as f64;
         let nearest_pick = used_stations
             .iter()
             .map(|p| distance_km(h.latitude, h.longitude, p.latitude, p.longitude))
@@ -280,7 +288,8 @@ impl Detector {
         let basics = waited
             && used >= needed
             && confirmed
-            && h.rms_seconds <= PUBLISH_RMS_S + RMS_PER_TRAVEL * mean_travel
+            && h.rms_seconds
+                <= self.rms_allowed(h, used_stations.iter().map(|p| (p.latitude, p.longitude)))
             // A depth at the cap of few picks is the cap talking, not the picks.
             && (h.depth_fixed || h.depth_km < h.depth_cap - 0.5)
             && (converged || (!one_sided && used >= 5 && h.depth_km <= SHALLOW_KM))

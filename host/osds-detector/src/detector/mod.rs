@@ -52,6 +52,17 @@ const MATURE_PICKS: usize = 8;
 const LOCATE_PICKS: usize = 40;
 const LOCATE_NEAR: usize = 25;
 const SPREAD_KM: f64 = 600.0;
+/// Young clusters whose picks together fit a source at least this deep are one deep quake's P wave…
+const DEEP_FRONT_KM: f64 = 200.0;
+/// …and at most this deep (few of Japan's deep quakes lie deeper; a great shallow quake's first clusters fit a
+/// source 650-700 km deep far out at sea)…
+const DEEP_FRONT_MAX_KM: f64 = 600.0;
+/// …when there are this many of them (two shallow quakes at once fit a deep source between them at first)…
+const DEEP_FRONT_CLUSTERS: usize = 3;
+/// …and most of each one's picks lie this close (seconds) to the joint solution's P arrivals.
+const DEEP_FRONT_RESIDUAL_S: f64 = 2.0;
+/// How many times a deep front's search may move on from its edge.
+const DEEP_FRONT_STEPS: usize = 4;
 /// A closed event's waves still explain triggers for this long.
 const AFTERMATH_MS: i64 = 240_000;
 /// Two located clusters this close, with origin times this close, are one quake located twice.
@@ -202,7 +213,8 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %; beyond \
          600 km +- uncertainty / 8 km/s), P coda \
          for the rupture's duration, S (-2 s -6 %)..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
-         cluster 60 km, young < 8 picks; release beyond 100 km above that level; aftermath 240 s; same quake \
+         cluster 60 km, young < 8 picks; >= 3 young clusters of fresh picks fitting \
+         one source 200-600 km deep together (2 s, not within 100 km of a reported one) are one; release beyond 100 km above that level; aftermath 240 s; same quake \
          100 km 10 s; new stations within 300 km keep an event open; grid 0.4/0.1/0.04 deg within 2 deg, \
          weights floor 20 km, depth 10 fixed <3, cap 130 <5, 150 <8, else 700, and at most 4x the picks' \
          aperture (60 km floor); 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < \
@@ -399,6 +411,7 @@ impl Detector {
             self.associate(fired.station, pick_ms, at_ms);
         }
         self.merge_events(at_ms);
+        self.join_deep_front(at_ms);
         for index in 0..self.events.len() {
             if self.events[index].done {
                 continue;
