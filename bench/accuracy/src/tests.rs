@@ -375,6 +375,16 @@ fn a_deep_quakes_p_wave_in_clusters_far_apart_is_one_deep_event() {
     );
 }
 
+/// A deep quake's depth trades against its distance while only P arrivals locate it: on this draw its P
+/// stations fit a source 587 km deep and 150 km off (published, counted false, the quake missed). The S onsets
+/// on the same stations, 50 s later, fix the distance.
+#[test]
+fn a_deep_quakes_s_onsets_locate_it() {
+    let score = assert_found_and_nothing_else_in("japan-sea-m6.0-450km", 19);
+    let depth = score.outcomes[0].median_depth_km();
+    assert!(depth.is_some_and(|d| d <= 40.0), "{depth:?}");
+}
+
 /// Images published 1-2 s late, some lost, and an outage of seconds while the event is under way: the event
 /// goes on, not interrupted, and its reports carry when they would have been published.
 #[test]

@@ -7,7 +7,7 @@
 use osds_detector::detector::{Detector, DetectorConfig, Station};
 use osds_detector::geo::distance_km;
 use osds_detector::kmoni::{self, Image, SURFACE_INTENSITY};
-use osds_detector::locate::{Pick, Quiet, locate};
+use osds_detector::locate::{Arrival, Pick, Quiet, locate};
 use osds_detector::synthetic::{Faults, Quake, frames, grid_network};
 use osds_detector::traveltime::Model;
 use std::collections::HashSet;
@@ -125,6 +125,7 @@ fn main() {
         let picks: Vec<Pick> = near[..n_picks]
             .iter()
             .map(|(d, s)| Pick {
+                arrival: Arrival::P,
                 latitude: s.latitude,
                 longitude: s.longitude,
                 at: model.p(*d, quake.depth_km).floor() + 0.5,

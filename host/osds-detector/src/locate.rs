@@ -9,13 +9,32 @@
 use crate::geo::distance_km;
 use crate::traveltime::{Model, hypocentral_km};
 
-/// A triggered station: where it is and when the P wave arrived (seconds on the detector's clock; a pick from
+/// A triggered station: where it is, which wave arrived and when (seconds on the detector's clock; a pick from
 /// 1-second frames is the frame time minus 0.5 s).
 #[derive(Debug, Clone, Copy)]
 pub struct Pick {
     pub latitude: f64,
     pub longitude: f64,
     pub at: f64,
+    pub arrival: Arrival,
+}
+
+/// Which wave a pick is the arrival of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    P,
+    /// A deep quake's S onset, on a station whose P arrival is a pick too: the two together fix its distance.
+    S,
+}
+
+impl Arrival {
+    /// The travel time of this wave to a station `d` km from an epicentre `depth` km deep.
+    pub fn travel(self, model: &Model, d: f64, depth: f64) -> f64 {
+        match self {
+            Arrival::P => model.p(d, depth),
+            Arrival::S => model.s(d, depth),
+        }
+    }
 }
 
 /// A station that has not triggered by `now`.
@@ -150,7 +169,7 @@ impl Trial<'_> {
         for (p, &d) in self.picks.iter().zip(distances) {
             let r = hypocentral_km(d, depth).max(WEIGHT_FLOOR_KM);
             let w = (r_min * r_min) / (r * r);
-            let implied = p.at - reference - self.model.p(d, depth);
+            let implied = p.at - reference - p.arrival.travel(self.model, d, depth);
             total += w;
             sum += w * implied;
             sum_sq += w * implied * implied;
@@ -270,7 +289,7 @@ fn depths_around(depth: f64, half_width: f64, step: f64, cap: f64) -> Vec<f64> {
     depths
 }
 
-/// Observed minus predicted P arrival of each pick, for a hypocentre and origin time.
+/// Observed minus predicted arrival of each pick, for a hypocentre and origin time.
 pub fn residuals(
     model: &Model,
     picks: &[Pick],
@@ -282,11 +301,8 @@ pub fn residuals(
     picks
         .iter()
         .map(|p| {
-            p.at - (origin
-                + model.p(
-                    distance_km(latitude, longitude, p.latitude, p.longitude),
-                    depth_km,
-                ))
+            let d = distance_km(latitude, longitude, p.latitude, p.longitude);
+            p.at - (origin + p.arrival.travel(model, d, depth_km))
         })
         .collect()
 }
@@ -440,6 +456,7 @@ mod tests {
                 let (la, lo) =
                     destination(lat, lon, 360.0 * i as f64 / n as f64, 20.0 + 7.0 * i as f64);
                 Pick {
+                    arrival: Arrival::P,
                     latitude: la,
                     longitude: lo,
                     at: origin + Model::jma2001().p(distance_km(lat, lon, la, lo), depth),
@@ -462,6 +479,42 @@ mod tests {
     }
 
     #[test]
+    fn s_onsets_are_located_with_the_s_wave_s_travel_times() {
+        // A 450 km deep source 280-460 km from a line of stations on one side, their P and S arrivals.
+        let model = Model::jma2001();
+        let (lat, lon, depth, origin) = (38.8, 134.5, 450.0, 100.0);
+        let stations: Vec<(f64, f64)> = (0..10)
+            .map(|i| {
+                destination(
+                    lat,
+                    lon,
+                    100.0 + 8.0 * f64::from(i),
+                    280.0 + 20.0 * f64::from(i),
+                )
+            })
+            .collect();
+        let model = &model;
+        let picks: Vec<Pick> = [Arrival::P, Arrival::S]
+            .into_iter()
+            .flat_map(|arrival| {
+                stations.iter().map(move |&(la, lo)| Pick {
+                    arrival,
+                    latitude: la,
+                    longitude: lo,
+                    at: origin + arrival.travel(model, distance_km(lat, lon, la, lo), depth),
+                })
+            })
+            .collect();
+        let h = locate_near(model, &picks, &[], 300.0, Some((lat, lon))).unwrap();
+        assert!(h.rms_seconds < 0.5, "{h:?}");
+        assert!(
+            distance_km(h.latitude, h.longitude, lat, lon) < 15.0,
+            "{h:?}"
+        );
+        assert!((h.depth_km - depth).abs() <= 25.0, "{h:?}");
+    }
+
+    #[test]
     fn one_or_two_stations_fix_the_depth_at_10_km() {
         let picks = picks_around(35.0, 135.0, 30.0, 100.0, 2);
         let h = locate(&Model::jma2001(), &picks, &[], 110.0).unwrap();
@@ -474,16 +527,19 @@ mod tests {
         // Two picks to the east of a silent station: the epicentre cannot sit next to the silent one.
         let picks = vec![
             Pick {
+                arrival: Arrival::P,
                 latitude: 35.0,
                 longitude: 135.5,
                 at: 10.0,
             },
             Pick {
+                arrival: Arrival::P,
                 latitude: 35.2,
                 longitude: 135.6,
                 at: 11.0,
             },
             Pick {
+                arrival: Arrival::P,
                 latitude: 34.8,
                 longitude: 135.6,
                 at: 11.0,

@@ -4,7 +4,7 @@
 //! solutions.
 
 use crate::geo::distance_km;
-use crate::locate::{Hypocentre, Pick, Quiet, locate};
+use crate::locate::{Arrival, Hypocentre, Pick, Quiet, locate};
 use crate::magnitude::{Estimate, PeakAtStation, Wave, estimate};
 use crate::synthetic::{Faults, Quake, frames, grid_network};
 use crate::traveltime::{Model, hypocentral_km};
@@ -34,6 +34,7 @@ fn detect(
             picks.push((
                 fired.station,
                 Pick {
+                    arrival: Arrival::P,
                     latitude: s.latitude,
                     longitude: s.longitude,
                     // A 1-second frame: the arrival lies within the second before it.

@@ -96,13 +96,48 @@ impl Detector {
             peak_at_ms: now_ms,
             expires_ms: now_ms + membership_ms(level),
             active: true,
+            s_pick_ms: None,
         }
+    }
+
+    /// A re-trigger on a P member of an open event located deep, as long after its P pick as the event's
+    /// S-P time there (within [`S_ONSET_SHARE`]), is its S onset: recorded, the station a member again.
+    fn s_onset(&mut self, station: usize, pick_ms: i64, now_ms: i64) -> bool {
+        let here = self.positions[station];
+        let model = &self.config.travel_times;
+        let found = self.events.iter().enumerate().find_map(|(i, e)| {
+            let h = e
+                .last
+                .as_ref()
+                .filter(|h| !e.done && h.depth_km >= DEEP_FRONT_KM)?;
+            let k = e.members.iter().position(|m| {
+                m.station == station && m.phase == Phase::P && m.s_pick_ms.is_none()
+            })?;
+            let d = distance_km(h.latitude, h.longitude, here.latitude, here.longitude);
+            let predicted = model.s(d, h.depth_km) - model.p(d, h.depth_km);
+            let observed = (pick_ms - e.members[k].pick_ms) as f64 / 1000.0;
+            ((observed / predicted - 1.0).abs() <= S_ONSET_SHARE).then_some((i, k))
+        });
+        let Some((i, k)) = found else {
+            return false;
+        };
+        let level = self.latest[station].unwrap_or(-3.0);
+        let member = &mut self.events[i].members[k];
+        member.s_pick_ms = Some(pick_ms);
+        member.active = true;
+        member.peak = member.peak.max(level);
+        member.expires_ms = member.expires_ms.max(now_ms + membership_ms(member.peak));
+        true
     }
 
     pub(super) fn associate(&mut self, station: usize, pick_ms: i64, now_ms: i64) {
         let here = self.positions[station];
         let pick = pick_ms as f64 / 1000.0;
         let level = self.latest[station];
+        // 0. A deep event's S onset on one of its P stations.
+        if self.s_onset(station, pick_ms, now_ms) {
+            return;
+        }
         // 1. An open, located event that explains it: a P arrival before a later phase, the closest fit first.
         let explained = self
             .events
@@ -180,7 +215,7 @@ impl Detector {
                     magnitude: None,
                     last: None,
                     located: Vec::new(),
-                    located_p_picks: 0,
+                    located_arrivals: 0,
                     last_reported: None,
                     done: false,
                 });
@@ -320,6 +355,7 @@ impl Detector {
                     events[i].members.iter().map(move |m| {
                         let p = &positions[m.station];
                         let pick = Pick {
+                            arrival: Arrival::P,
                             latitude: p.latitude,
                             longitude: p.longitude,
                             at: m.pick_ms as f64 / 1000.0,
@@ -396,7 +432,7 @@ impl Detector {
             event.last_new_station_ms = now_ms;
             // Located again around this solution at once (the picks moved it beyond a young event's search).
             event.located = (0..event.members.len()).collect();
-            event.located_p_picks = 0;
+            event.located_arrivals = 0;
             event.last = Some(h);
             self.events.retain(|e| !e.done);
             return;

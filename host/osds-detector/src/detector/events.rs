@@ -30,6 +30,15 @@ impl Event {
         self.members.iter().filter(|m| m.phase == Phase::P).count()
     }
 
+    /// P picks and their stations' S onsets: what a location is made of.
+    pub(super) fn arrivals(&self) -> usize {
+        self.members
+            .iter()
+            .filter(|m| m.phase == Phase::P)
+            .map(|m| 1 + usize::from(m.s_pick_ms.is_some()))
+            .sum()
+    }
+
     pub(super) fn active(&self) -> impl Iterator<Item = &Member> {
         self.members.iter().filter(|m| m.active)
     }
@@ -116,10 +125,11 @@ impl Detector {
             }
             // Its S wave has yet to come (a deep or distant event's come long after its P): it stays.
             let s_due = event.last.as_ref().map_or(i64::MIN, |h| {
-                let p = &self.positions[member.station];
-                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
-                let ts = h.origin + self.config.travel_times.s(d, h.depth_km);
-                ((ts + S_STAY_S) * 1000.0) as i64
+                s_due_ms(
+                    &self.config.travel_times,
+                    h,
+                    &self.positions[member.station],
+                )
             });
             if member.expires_ms.max(s_due) <= now_ms {
                 member.active = false;
@@ -143,12 +153,13 @@ impl Detector {
         }
         let stations = event.active().count();
         let mut status = event.status;
-        // A new location when P picks came (later phases do not move it), or while silent stations still count.
-        let relocate = event.p_picks() != event.located_p_picks
+        // A new location when P picks or S onsets came (later phases do not move it), or while silent stations
+        // still count.
+        let relocate = event.arrivals() != event.located_arrivals
             || event.p_picks() < crate::locate::NON_ARRIVAL_PICKS;
         if relocate && let Some((h, located)) = self.locate(index, now_ms) {
             let event = &mut self.events[index];
-            event.located_p_picks = event.p_picks();
+            event.located_arrivals = event.arrivals();
             event
                 .positions
                 .push((now_ms, h.latitude, h.longitude, h.depth_km));
@@ -161,12 +172,18 @@ impl Detector {
         }
         let event = &mut self.events[index];
         if let Some(h) = &event.last {
+            // Within 10 km; a deep event, relocated by each S onset, within half its own uncertainty.
+            let within = if h.depth_km >= DEEP_FRONT_KM {
+                (h.horizontal_uncertainty_km / 2.0).max(10.0)
+            } else {
+                10.0
+            };
             let steady = event
                 .positions
                 .iter()
                 .rev()
                 .take_while(|(t, ..)| now_ms - t <= 5_000)
-                .all(|(_, lat, lon, _)| distance_km(*lat, *lon, h.latitude, h.longitude) <= 10.0);
+                .all(|(_, lat, lon, _)| distance_km(*lat, *lon, h.latitude, h.longitude) <= within);
             if steady {
                 event.stable_since_ms.get_or_insert(now_ms);
             } else {
@@ -180,9 +197,16 @@ impl Detector {
             let decayed = event.active().all(|m| {
                 self.latest[m.station].is_none_or(|v| v <= (m.peak - 1.0).max(DECAYED_LEVEL))
             });
+            // A deep event's S wave, long after its P, locates it again with its S onsets: it is not over
+            // before that wave has crossed its stations.
+            let s_passed = h.depth_km < DEEP_FRONT_KM
+                || event.active().all(|m| {
+                    s_due_ms(&self.config.travel_times, h, &self.positions[m.station]) <= now_ms
+                });
             if status == EventStatus::Tracking
                 && now_ms - event.last_new_station_ms >= self.config.finalize_after_ms
                 && decayed
+                && s_passed
             {
                 return self.close(index, now_ms, Some(EventStatus::Finalized));
             }

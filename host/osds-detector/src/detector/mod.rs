@@ -27,7 +27,7 @@
 //! `interrupted`, never with a made-up final report.
 
 use crate::geo::{azimuth_degrees, distance_km};
-use crate::locate::{Hypocentre, Pick, Quiet, locate_near, residuals};
+use crate::locate::{Arrival, Hypocentre, Pick, Quiet, locate_near, residuals};
 use crate::magnitude::{PeakAtStation, Wave, estimate, predicted_intensity};
 use crate::traveltime::{Model, hypocentral_km};
 use crate::trigger::{StationPosition, Trigger};
@@ -61,6 +61,10 @@ const DEEP_FRONT_MAX_KM: f64 = 600.0;
 const DEEP_FRONT_CLUSTERS: usize = 3;
 /// …and most of each one's picks lie this close (seconds) to the joint solution's P arrivals.
 const DEEP_FRONT_RESIDUAL_S: f64 = 2.0;
+/// A re-trigger on a P member of an event this deep is its S onset when the time since the P pick is within
+/// this share of the S-P time its solution predicts there (a deep solution seen from one side trades depth
+/// against distance, and so errs on S-P by tens of percent).
+const S_ONSET_SHARE: f64 = 0.35;
 /// How many times a deep front's search may move on from its edge.
 const DEEP_FRONT_STEPS: usize = 4;
 /// A closed event's waves still explain triggers for this long.
@@ -214,7 +218,9 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          600 km +- uncertainty / 8 km/s), P coda \
          for the rupture's duration, S (-2 s -6 %)..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
          cluster 60 km, young < 8 picks; >= 3 young clusters of fresh picks fitting \
-         one source 200-600 km deep together (2 s, not within 100 km of a reported one) are one; release beyond 100 km above that level; aftermath 240 s; same quake \
+         one source 200-600 km deep together (2 s, not within 100 km of a reported one) are one; from 200 km \
+         deep, a P member's re-trigger at S-P +-35 % is its S onset, located with S times, and the event \
+         tracks within max(10 km, half its uncertainty) and ends after its S crossed its stations; release beyond 100 km above that level; aftermath 240 s; same quake \
          100 km 10 s; new stations within 300 km keep an event open; grid 0.4/0.1/0.04 deg within 2 deg, \
          weights floor 20 km, depth 10 fixed <3, cap 130 <5, 150 <8, else 700, and at most 4x the picks' \
          aperture (60 km floor); 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < \
@@ -276,6 +282,14 @@ struct Member {
     expires_ms: i64,
     /// Still a member: its membership has not expired. An expired member's pick stays evidence.
     active: bool,
+    /// A deep event's S onset at this station (a P member), which locates it with the P pick.
+    s_pick_ms: Option<i64>,
+}
+
+/// When an event's S wave has passed a station: its predicted arrival plus [`S_STAY_S`] (Unix ms).
+fn s_due_ms(model: &Model, h: &Hypocentre, station: &StationPosition) -> i64 {
+    let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
+    ((h.origin + model.s(d, h.depth_km) + S_STAY_S) * 1000.0) as i64
 }
 
 /// Membership lasts longer the stronger the station shook.
@@ -316,8 +330,9 @@ struct Event {
     last: Option<Hypocentre>,
     /// Indices of the members the latest location used as picks.
     located: Vec<usize>,
-    /// How many P picks the event had at its latest location: a new location is due when more came.
-    located_p_picks: usize,
+    /// How many arrivals (P picks and S onsets) the event had at its latest location: a new location is due
+    /// when more came.
+    located_arrivals: usize,
     /// What the last report said, to report only changes.
     last_reported: Option<ReportKey>,
     done: bool,

@@ -79,17 +79,24 @@ impl Detector {
             }
             candidates = chosen;
         }
-        let picks: Vec<Pick> = candidates
-            .iter()
-            .map(|&i| {
+        // The P picks (in `candidates`' order: the solution's residuals and `used` follow it), then the S
+        // onsets of the same stations.
+        let arrivals = |wave: Arrival| {
+            candidates.iter().filter_map(move |&i| {
                 let m = &event.members[i];
-                Pick {
+                let at = match wave {
+                    Arrival::P => Some(m.pick_ms),
+                    Arrival::S => m.s_pick_ms,
+                }?;
+                Some(Pick {
+                    arrival: wave,
                     latitude: self.positions[m.station].latitude,
                     longitude: self.positions[m.station].longitude,
-                    at: m.pick_ms as f64 / 1000.0,
-                }
+                    at: at as f64 / 1000.0,
+                })
             })
-            .collect();
+        };
+        let picks: Vec<Pick> = arrivals(Arrival::P).chain(arrivals(Arrival::S)).collect();
         // Silent stations near the event count against trial points that would have reached them.
         let members: std::collections::HashSet<usize> =
             event.members.iter().map(|m| m.station).collect();
@@ -154,6 +161,7 @@ impl Detector {
             .members
             .iter()
             .map(|m| Pick {
+                arrival: Arrival::P,
                 latitude: self.positions[m.station].latitude,
                 longitude: self.positions[m.station].longitude,
                 at: m.pick_ms as f64 / 1000.0,
