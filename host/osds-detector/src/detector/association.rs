@@ -109,7 +109,7 @@ impl Detector {
             let h = e
                 .last
                 .as_ref()
-                .filter(|h| !e.done && h.depth_km >= DEEP_FRONT_KM)?;
+                .filter(|h| !e.done && h.depth_km >= DEEP_KM)?;
             let k = e.members.iter().position(|m| {
                 m.station == station && m.phase == Phase::P && m.s_pick_ms.is_none()
             })?;
@@ -389,7 +389,7 @@ impl Detector {
                 .any(|o| {
                     distance_km(o.latitude, o.longitude, h.latitude, h.longitude) <= SAME_QUAKE_KM
                 });
-            if !(DEEP_FRONT_KM..=DEEP_FRONT_MAX_KM).contains(&h.depth_km)
+            if !(DEEP_KM..=DEEP_FRONT_MAX_KM).contains(&h.depth_km)
                 || h.at_edge
                 || nearest > COVERAGE_KM.max(h.depth_km)
                 || below_reported

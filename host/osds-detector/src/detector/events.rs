@@ -173,7 +173,7 @@ impl Detector {
         let event = &mut self.events[index];
         if let Some(h) = &event.last {
             // Within 10 km; a deep event, relocated by each S onset, within half its own uncertainty.
-            let within = if h.depth_km >= DEEP_FRONT_KM {
+            let within = if h.depth_km >= DEEP_KM {
                 (h.horizontal_uncertainty_km / 2.0).max(10.0)
             } else {
                 10.0
@@ -199,7 +199,7 @@ impl Detector {
             });
             // A deep event's S wave, long after its P, locates it again with its S onsets: it is not over
             // before that wave has crossed its stations.
-            let s_passed = h.depth_km < DEEP_FRONT_KM
+            let s_passed = h.depth_km < DEEP_KM
                 || event.active().all(|m| {
                     s_due_ms(&self.config.travel_times, h, &self.positions[m.station]) <= now_ms
                 });

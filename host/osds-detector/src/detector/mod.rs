@@ -52,8 +52,10 @@ const MATURE_PICKS: usize = 8;
 const LOCATE_PICKS: usize = 40;
 const LOCATE_NEAR: usize = 25;
 const SPREAD_KM: f64 = 600.0;
-/// Young clusters whose picks together fit a source at least this deep are one deep quake's P wave…
-const DEEP_FRONT_KM: f64 = 200.0;
+/// An event this deep is located with its S onsets too, tracks within half its own uncertainty and ends only
+/// after its S wave has crossed its stations; young clusters whose picks together fit a source this deep are
+/// one deep quake's P wave…
+const DEEP_KM: f64 = 200.0;
 /// …and at most this deep (few of Japan's deep quakes lie deeper; a great shallow quake's first clusters fit a
 /// source 650-700 km deep far out at sea)…
 const DEEP_FRONT_MAX_KM: f64 = 600.0;
