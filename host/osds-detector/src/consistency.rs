@@ -100,6 +100,18 @@ pub struct Candidate<'a> {
     pub members: &'a [(usize, f64)],
 }
 
+impl Candidate<'_> {
+    /// The epicentral distance (km) of `station`.
+    fn epicentral_km(&self, station: &StationPosition) -> f64 {
+        distance_km(
+            self.latitude,
+            self.longitude,
+            station.latitude,
+            station.longitude,
+        )
+    }
+}
+
 /// What the neighbourhood says.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Verdict {
@@ -153,16 +165,7 @@ fn farthest_member_km(candidate: &Candidate, stations: &[StationPosition]) -> f6
     candidate
         .members
         .iter()
-        .map(|&(i, _)| {
-            let p = &stations[i];
-            let d = distance_km(
-                candidate.latitude,
-                candidate.longitude,
-                p.latitude,
-                p.longitude,
-            );
-            hypocentral_km(d, candidate.depth_km)
-        })
+        .map(|&(i, _)| hypocentral_km(candidate.epicentral_km(&stations[i]), candidate.depth_km))
         .fold(0.0, f64::max)
 }
 
@@ -179,13 +182,7 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
     let mw = candidate.magnitude.unwrap_or(REFERENCE_MW);
     let depth = candidate.depth_km;
     let at = |i: usize| {
-        let p = &stations[i];
-        let d = distance_km(
-            candidate.latitude,
-            candidate.longitude,
-            p.latitude,
-            p.longitude,
-        );
+        let d = candidate.epicentral_km(&stations[i]);
         (
             d,
             candidate.origin + model.p(d, depth),
@@ -227,13 +224,7 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
         let Some(above) = levels.above(i) else {
             continue;
         };
-        let rough = distance_km(
-            candidate.latitude,
-            candidate.longitude,
-            station.latitude,
-            station.longitude,
-        );
-        if rough > NEIGHBOURHOOD_KM {
+        if candidate.epicentral_km(station) > NEIGHBOURHOOD_KM {
             continue;
         }
         let (d, tp, ts, predicted) = at(i);

@@ -348,47 +348,36 @@ impl Detector {
             return;
         }
         loop {
-            let (events, positions) = (&self.events, &self.positions);
-            let picks: Vec<(usize, Pick)> = clusters
+            // Each pick, and the cluster it comes from.
+            let (owners, picks): (Vec<usize>, Vec<Pick>) = clusters
                 .iter()
-                .flat_map(|&i| {
-                    events[i].members.iter().map(move |m| {
-                        let p = &positions[m.station];
-                        let pick = Pick {
-                            arrival: Arrival::P,
-                            latitude: p.latitude,
-                            longitude: p.longitude,
-                            at: m.pick_ms as f64 / 1000.0,
-                        };
-                        (i, pick)
-                    })
+                .flat_map(|&i| self.events[i].members.iter().map(move |m| (i, m)))
+                .map(|(i, m)| {
+                    let p = &self.positions[m.station];
+                    let pick = Pick {
+                        arrival: Arrival::P,
+                        latitude: p.latitude,
+                        longitude: p.longitude,
+                        at: m.pick_ms as f64 / 1000.0,
+                    };
+                    (i, pick)
                 })
-                .collect();
+                .unzip();
             if clusters.len() < DEEP_FRONT_CLUSTERS || picks.len() < MATURE_PICKS {
                 return;
             }
-            let Some(h) =
-                self.locate_front(&picks.iter().map(|(_, p)| *p).collect::<Vec<_>>(), now_ms)
-            else {
+            let Some(h) = self.locate_front(&picks, now_ms) else {
                 return;
             };
+            let where_picked = || picks.iter().map(|p| (p.latitude, p.longitude));
             // Not deeper than the slabs' deep quakes, and a pick within its depth of the epicentre (what
             // publication asks): a great quake's first clusters across the network fit a source 650-700 km
             // below the ocean far away.
-            let nearest = picks
-                .iter()
-                .map(|(_, p)| distance_km(h.latitude, h.longitude, p.latitude, p.longitude))
-                .fold(f64::INFINITY, f64::min);
+            let nearest = nearest_km(&h, where_picked());
             // Below a reported quake, they are its own far arrivals, later than its tables say.
-            let below_reported = self
-                .events
-                .iter()
-                .filter(|e| !e.done && e.reports > 0)
-                .filter_map(|e| e.last.as_ref())
-                .chain(self.aftermaths.iter().map(|a| &a.h))
-                .any(|o| {
-                    distance_km(o.latitude, o.longitude, h.latitude, h.longitude) <= SAME_QUAKE_KM
-                });
+            let below_reported = self.reported_sources(None).any(|(o, _)| {
+                distance_km(o.latitude, o.longitude, h.latitude, h.longitude) <= SAME_QUAKE_KM
+            });
             if !(DEEP_KM..=DEEP_FRONT_MAX_KM).contains(&h.depth_km)
                 || h.at_edge
                 || nearest > COVERAGE_KM.max(h.depth_km)
@@ -400,10 +389,10 @@ impl Detector {
                 .iter()
                 .copied()
                 .filter(|&i| {
-                    let (all, close) = picks
+                    let (all, close) = owners
                         .iter()
                         .zip(&h.residuals)
-                        .filter(|((j, _), _)| *j == i)
+                        .filter(|(j, _)| **j == i)
                         .fold((0, 0), |(all, close), (_, r)| {
                             (
                                 all + 1,
@@ -417,8 +406,7 @@ impl Detector {
                 clusters = fitting;
                 continue;
             }
-            let stations = picks.iter().map(|(_, p)| (p.latitude, p.longitude));
-            if h.rms_seconds > self.rms_allowed(&h, stations) {
+            if h.rms_seconds > self.rms_allowed(&h, where_picked()) {
                 return;
             }
             let (&oldest, rest) = clusters.split_first().expect("several clusters");

@@ -215,6 +215,21 @@ impl Detector {
         self.solution(index, now_ms, false)
     }
 
+    /// The latest solution and magnitude of every open event that was reported (but `except`) and of every
+    /// recent aftermath: the quakes whose waves are about.
+    pub(super) fn reported_sources<'a>(
+        &'a self,
+        except: Option<&'a Event>,
+    ) -> impl Iterator<Item = (&'a Hypocentre, Option<f64>)> + 'a {
+        self.events
+            .iter()
+            .filter(move |e| {
+                !e.done && e.reports > 0 && except.is_none_or(|x| !std::ptr::eq(*e, x))
+            })
+            .filter_map(|e| Some((e.last.as_ref()?, e.magnitude.map(|m| m.value))))
+            .chain(self.aftermaths.iter().map(|a| (&a.h, a.magnitude)))
+    }
+
     /// The rms a solution located from picks at `stations` may have to be published: the model errs more on
     /// long paths (a deep or distant quake's picks), so it grows with their mean P travel time.
     pub(super) fn rms_allowed(
@@ -255,10 +270,7 @@ impl Detector {
             .iter()
             .map(|m| &self.positions[m.station])
             .collect();
-        let nearest_pick = used_stations
-            .iter()
-            .map(|p| distance_km(h.latitude, h.longitude, p.latitude, p.longitude))
-            .fold(f64::INFINITY, f64::min);
+        let nearest_pick = nearest_km(h, used_stations.iter().map(|p| (p.latitude, p.longitude)));
         // Seen from one side, a few picks fit a wide arc of epicentres: more are needed.
         let gap = azimuth_gap(
             used_stations
@@ -331,13 +343,7 @@ impl Detector {
         // their own. So most picks on stations shaking long before them, alone or after a reported quake's S
         // wave there, make no new quake, unless beside that quake's source (an aftershock, seen by its S).
         // Before the S wave, a rise is what that quake cannot explain: a second quake inside its wavefront.
-        let sources: Vec<(&Hypocentre, Option<f64>)> = self
-            .events
-            .iter()
-            .filter(|e| !e.done && !std::ptr::eq(*e, event) && e.reports > 0)
-            .filter_map(|e| Some((e.last.as_ref()?, e.magnitude.map(|m| m.value))))
-            .chain(self.aftermaths.iter().map(|a| (&a.h, a.magnitude)))
-            .collect();
+        let sources: Vec<(&Hypocentre, Option<f64>)> = self.reported_sources(Some(event)).collect();
         let after_s = |m: &Member| {
             let p = &self.positions[m.station];
             sources.iter().any(|(o, _)| {

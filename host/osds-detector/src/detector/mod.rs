@@ -288,6 +288,13 @@ struct Member {
     s_pick_ms: Option<i64>,
 }
 
+/// The epicentral distance (km) from `h` of the nearest of `stations` (latitude, longitude).
+fn nearest_km(h: &Hypocentre, stations: impl Iterator<Item = (f64, f64)>) -> f64 {
+    stations
+        .map(|(lat, lon)| distance_km(h.latitude, h.longitude, lat, lon))
+        .fold(f64::INFINITY, f64::min)
+}
+
 /// When an event's S wave has passed a station: its predicted arrival plus [`S_STAY_S`] (Unix ms).
 fn s_due_ms(model: &Model, h: &Hypocentre, station: &StationPosition) -> i64 {
     let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
