@@ -344,6 +344,14 @@ fn a_quakes_early_s_wave_far_away_is_its_own() {
     assert_found_and_nothing_else_in("gifu-m4.5", 10);
 }
 
+/// After a feed outage every station the P wave reached meanwhile is picked at once, on the first image after
+/// it, seconds after its arrival: that ring of simultaneous picks fits a source far below the quake. On this
+/// draw of the truth the Gifu M4.5's made an M6.7 700 km under it, published and finalized.
+#[test]
+fn the_stations_an_outage_hid_a_quakes_p_wave_from_are_its_own() {
+    assert_found_and_nothing_else_in("gifu-m4.5", 4);
+}
+
 /// A second quake striking while a great offshore one's waves cross its region is its own event, and the
 /// great one's wavefront makes no other.
 #[test]

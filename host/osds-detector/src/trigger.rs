@@ -35,6 +35,9 @@ pub struct StationPosition {
 pub struct Triggered {
     pub station: usize,
     pub onset_ms: i64,
+    /// How much earlier than its observation second the rise may have begun: the time the station went
+    /// unobserved before it (lost frames, an outage, a dropout), 0 when the second before was observed.
+    pub unseen_ms: i64,
     /// It had triggered before and re-armed: a new rise on a station that is shaking or has shaken.
     pub again: bool,
 }
@@ -43,7 +46,8 @@ pub struct Trigger {
     neighbours: Vec<Vec<usize>>,
     /// Per station: (observation ms, value) within the window, oldest first.
     history: Vec<VecDeque<(i64, f64)>>,
-    onset: Vec<Option<i64>>,
+    /// Per station: the observation ms its qualifying rise began, and the ms unobserved before it.
+    onset: Vec<Option<(i64, i64)>>,
     triggered: Vec<bool>,
     /// Triggered once since its last reset: a new trigger is a re-trigger.
     fired_before: Vec<bool>,
@@ -202,7 +206,16 @@ impl Trigger {
                 self.onset[i] = None;
                 continue;
             }
-            let onset = *self.onset[i].get_or_insert(at_ms);
+            let history = &self.history[i];
+            let (onset, unseen_ms) = *self.onset[i].get_or_insert_with(|| {
+                let before = history
+                    .iter()
+                    .rev()
+                    .map(|(t, _)| *t)
+                    .find(|t| *t < at_ms)
+                    .unwrap_or(at_ms);
+                (at_ms, (at_ms - before - 1000).max(0))
+            });
             if self.faulty[i] || at_ms < self.refractory_until[i] {
                 continue;
             }
@@ -222,6 +235,7 @@ impl Trigger {
                 fired.push(Triggered {
                     station: i,
                     onset_ms: onset,
+                    unseen_ms,
                     again: std::mem::replace(&mut self.fired_before[i], true),
                 });
             }
@@ -250,10 +264,35 @@ mod tests {
         for t in 0..5 {
             assert!(trigger.step(t * 1000, &[Some(-2.0); 5]).is_empty());
         }
-        // Frame 5 never came; at 6 s every station stands 2 above its floor.
+        // Frame 5 never came; at 6 s every station stands 2 above its floor. The rise may have begun in the
+        // lost second: each pick says so.
         let fired = trigger.step(6_000, &[Some(0.0); 5]);
         assert_eq!(fired.len(), 5);
-        assert!(fired.iter().all(|f| f.onset_ms == 6_000 && !f.again));
+        assert!(
+            fired
+                .iter()
+                .all(|f| f.onset_ms == 6_000 && !f.again && f.unseen_ms == 1_000)
+        );
+    }
+
+    #[test]
+    fn a_pick_says_how_long_its_station_went_unobserved_before_it() {
+        let mut trigger = Trigger::new(&cluster());
+        for t in 0..5 {
+            assert!(trigger.step(t * 1000, &[Some(-2.0); 5]).is_empty());
+        }
+        // Station 0 shows no reading for 4 s while the others stay quiet; then all five have risen.
+        for t in 5..9 {
+            let mut frame = [Some(-2.0); 5];
+            frame[0] = None;
+            assert!(trigger.step(t * 1000, &frame).is_empty());
+        }
+        let fired = trigger.step(9_000, &[Some(0.0); 5]);
+        assert_eq!(fired.len(), 5);
+        for f in fired {
+            let unseen = if f.station == 0 { 4_000 } else { 0 };
+            assert_eq!((f.station, f.unseen_ms), (f.station, unseen));
+        }
     }
 
     #[test]

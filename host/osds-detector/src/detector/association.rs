@@ -5,13 +5,15 @@
 use super::*;
 
 impl Prediction<'_> {
-    /// Whether the event explains a trigger at `station` picked at `pick` (seconds) with `level` shaking
-    /// now: as its P arrival (with the pick's distance from it), or as its later shaking.
+    /// Whether the event explains a trigger at `station` picked at `pick` (seconds; the station unobserved for
+    /// `unseen` seconds before it) with `level` shaking now: as its P arrival (with the pick's distance from
+    /// it), or as its later shaking.
     pub(super) fn explains(
         &self,
         model: &Model,
         station: &StationPosition,
         pick: f64,
+        unseen: f64,
         level: Option<f64>,
     ) -> Option<(Phase, f64)> {
         let h = self.h;
@@ -29,6 +31,13 @@ impl Prediction<'_> {
         };
         if (-early - slack..=late + slack).contains(&off_p) {
             return Some((Phase::P, off_p.abs()));
+        }
+        // A station unobserved for seconds (lost images, an outage) is picked at the first second it is seen
+        // risen: its P wave may have come any time before. That is this event's arrival, too loose in time to
+        // locate with (after an outage, the ring of stations the wave reached meanwhile, all picked at once,
+        // fits a source far below the event).
+        if (late + slack..=late + slack + unseen).contains(&off_p) {
+            return Some((Phase::Later, off_p - unseen));
         }
         // Its P wave's coda while the fault still breaks, then its S wave and coda. In between, a station far
         // enough away for the two to part has nothing of this event that would make it rise.
@@ -70,7 +79,7 @@ impl Detector {
     }
 
     /// Whether a recently closed event's waves explain a trigger.
-    pub(super) fn in_aftermath(&self, station: usize, pick_ms: i64) -> bool {
+    pub(super) fn in_aftermath(&self, station: usize, pick_ms: i64, unseen_ms: i64) -> bool {
         let here = &self.positions[station];
         let level = self.latest[station];
         self.aftermaths.iter().any(|a| {
@@ -79,18 +88,26 @@ impl Detector {
                     &self.config.travel_times,
                     here,
                     pick_ms as f64 / 1000.0,
+                    unseen_ms as f64 / 1000.0,
                     level,
                 )
                 .is_some()
         })
     }
 
-    pub(super) fn member(&self, station: usize, pick_ms: i64, phase: Phase, now_ms: i64) -> Member {
+    pub(super) fn member(
+        &self,
+        station: usize,
+        (pick_ms, unseen_ms): (i64, i64),
+        phase: Phase,
+        now_ms: i64,
+    ) -> Member {
         // The bottom of the scale when the triggering frame has no reading for it (a dropout).
         let level = self.latest[station].unwrap_or(-3.0);
         Member {
             station,
             pick_ms,
+            unseen_ms,
             phase,
             peak: level,
             peak_at_ms: now_ms,
@@ -130,9 +147,11 @@ impl Detector {
         true
     }
 
-    pub(super) fn associate(&mut self, station: usize, pick_ms: i64, now_ms: i64) {
+    /// Which event the trigger of `station` picked at `pick_ms` (unobserved for `unseen_ms` before it)
+    /// belongs to.
+    pub(super) fn associate(&mut self, station: usize, pick_ms: i64, unseen_ms: i64, now_ms: i64) {
         let here = self.positions[station];
-        let pick = pick_ms as f64 / 1000.0;
+        let (pick, unseen) = (pick_ms as f64 / 1000.0, unseen_ms as f64 / 1000.0);
         let level = self.latest[station];
         // 0. A deep event's S onset on one of its P stations.
         if self.s_onset(station, pick_ms, now_ms) {
@@ -145,8 +164,13 @@ impl Detector {
             .enumerate()
             .filter(|(_, e)| !e.done && e.p_picks() >= 3)
             .filter_map(|(i, e)| {
-                let (phase, off) =
-                    Self::prediction(e)?.explains(&self.config.travel_times, &here, pick, level)?;
+                let (phase, off) = Self::prediction(e)?.explains(
+                    &self.config.travel_times,
+                    &here,
+                    pick,
+                    unseen,
+                    level,
+                )?;
                 Some((i, phase, off))
             })
             .min_by(|a, b| {
@@ -155,7 +179,7 @@ impl Detector {
                     .unwrap_or(std::cmp::Ordering::Equal)
             });
         if let Some((i, phase, _)) = explained {
-            let member = self.member(station, pick_ms, phase, now_ms);
+            let member = self.member(station, (pick_ms, unseen_ms), phase, now_ms);
             let event = &mut self.events[i];
             let near = event.last.as_ref().is_none_or(|h| {
                 distance_km(h.latitude, h.longitude, here.latitude, here.longitude)
@@ -167,7 +191,7 @@ impl Detector {
             return;
         }
         // 2. The waves of an event that just ended.
-        if self.in_aftermath(station, pick_ms) {
+        if self.in_aftermath(station, pick_ms, unseen_ms) {
             self.trigger.reset(station);
             return;
         }
@@ -188,7 +212,7 @@ impl Detector {
             })
             .filter(|(_, d)| *d <= CLUSTER_KM)
             .min_by(|a, b| a.1.total_cmp(&b.1));
-        let member = self.member(station, pick_ms, Phase::P, now_ms);
+        let member = self.member(station, (pick_ms, unseen_ms), Phase::P, now_ms);
         match nearest {
             Some((i, _)) => {
                 if self.events[i].join(member) {
@@ -238,6 +262,7 @@ impl Detector {
                         &self.config.travel_times,
                         &self.positions[m.station],
                         m.pick_ms as f64 / 1000.0,
+                        m.unseen_ms as f64 / 1000.0,
                         Some(m.peak),
                     )
                     .map(|(phase, _)| phase)

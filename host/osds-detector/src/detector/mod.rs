@@ -217,7 +217,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
     let parameters = "trigger rise 1.1/10s by observation time, neighbours 15 within 60 km rising 0.5 \
          min(n,max(n/3,4)), lone 2, re-armed after 3 s calm; stuck >=3 with neighbours 3 lower; expiry \
          10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %; beyond \
-         600 km +- uncertainty / 8 km/s), P coda \
+         600 km +- uncertainty / 8 km/s; a pick after an unobserved spell: later phase if P came during it), P coda \
          for the rupture's duration, S (-2 s -6 %)..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
          cluster 60 km, young < 8 picks; >= 3 young clusters of fresh picks fitting \
          one source 200-600 km deep together (2 s, not within 100 km of a reported one) are one; from 200 km \
@@ -278,6 +278,8 @@ enum Phase {
 struct Member {
     station: usize,
     pick_ms: i64,
+    /// How long the station went unobserved before its pick (see [`crate::trigger::Triggered::unseen_ms`]).
+    unseen_ms: i64,
     phase: Phase,
     peak: f64,
     peak_at_ms: i64,
@@ -432,7 +434,7 @@ impl Detector {
         self.aftermaths.retain(|a| a.until_ms > at_ms);
         for fired in self.trigger.step(at_ms, values) {
             let pick_ms = fired.onset_ms - 500;
-            self.associate(fired.station, pick_ms, at_ms);
+            self.associate(fired.station, pick_ms, fired.unseen_ms, at_ms);
         }
         self.merge_events(at_ms);
         self.join_deep_front(at_ms);
