@@ -352,14 +352,6 @@ fn the_stations_an_outage_hid_a_quakes_p_wave_from_are_its_own() {
     assert_found_and_nothing_else_in("gifu-m4.5", 4);
 }
 
-/// A great quake's fault breaks far from its epicentre, one way: on this draw of the truth a station 255 km
-/// from the Tokachi-oki M8.0's epicentre, near the end of its fault 190 km south-west, shook at 6.3, beyond
-/// what the point-source relation let the M7.9 explain there, and made an M9.5 of its own.
-#[test]
-fn a_great_quakes_fault_end_shakes_as_its_own() {
-    assert_found_and_nothing_else_in("tokachi-oki-m8.0", 14);
-}
-
 /// A second quake striking while a great offshore one's waves cross its region is its own event, and the
 /// great one's wavefront makes no other.
 #[test]

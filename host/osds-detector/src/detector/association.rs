@@ -56,12 +56,9 @@ impl Prediction<'_> {
 }
 
 /// Whether a station `d` km from an event's epicentre shakes at `level`, more than an event of `mw` there can
-/// explain. The relation takes the fault as centred on the hypocentre; which way it broke is unknown, and one
-/// that broke one way ends a whole fault length from it (the Tokachi-oki M8.0's, 190 km south-west), so the
-/// station is taken as that much nearer.
+/// explain.
 pub(super) fn shakes_beyond(h: &Hypocentre, mw: f64, d: f64, level: f64) -> bool {
-    let r = (hypocentral_km(d, h.depth_km) - fault_length_km(mw) / 2.0).max(0.0);
-    level > predicted_intensity(mw, h.depth_km, r) + level_margin(d)
+    level > predicted_intensity(mw, h.depth_km, hypocentral_km(d, h.depth_km)) + level_margin(d)
 }
 
 impl Aftermath {

@@ -218,7 +218,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          min(n,max(n/3,4)), lone 2, re-armed after 3 s calm; stuck >=3 with neighbours 3 lower; expiry \
          10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %; beyond \
          600 km +- uncertainty / 8 km/s; a pick after an unobserved spell: later phase if P came during it), P coda \
-         for the rupture's duration, S (-2 s -6 %)..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3) a fault length nearer, else \
+         for the rupture's duration, S (-2 s -6 %)..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
          cluster 60 km, young < 8 picks; >= 3 young clusters of fresh picks fitting \
          one source 200-600 km deep together (2 s, not within 100 km of a reported one) are one; from 200 km \
          deep, a P member's re-trigger at S-P +-35 % is its S onset, located with S times, and the event \
