@@ -98,7 +98,8 @@ impl Detector {
     pub(super) fn member(
         &self,
         station: usize,
-        (pick_ms, unseen_ms): (i64, i64),
+        pick_ms: i64,
+        unseen_ms: i64,
         phase: Phase,
         now_ms: i64,
     ) -> Member {
@@ -179,7 +180,7 @@ impl Detector {
                     .unwrap_or(std::cmp::Ordering::Equal)
             });
         if let Some((i, phase, _)) = explained {
-            let member = self.member(station, (pick_ms, unseen_ms), phase, now_ms);
+            let member = self.member(station, pick_ms, unseen_ms, phase, now_ms);
             let event = &mut self.events[i];
             let near = event.last.as_ref().is_none_or(|h| {
                 distance_km(h.latitude, h.longitude, here.latitude, here.longitude)
@@ -212,7 +213,7 @@ impl Detector {
             })
             .filter(|(_, d)| *d <= CLUSTER_KM)
             .min_by(|a, b| a.1.total_cmp(&b.1));
-        let member = self.member(station, (pick_ms, unseen_ms), Phase::P, now_ms);
+        let member = self.member(station, pick_ms, unseen_ms, Phase::P, now_ms);
         match nearest {
             Some((i, _)) => {
                 if self.events[i].join(member) {
