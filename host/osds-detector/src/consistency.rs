@@ -160,6 +160,15 @@ pub fn as_near_due(candidate: &Candidate, around: &Neighbourhood) -> f64 {
     candidate.origin + tp + (around.window)(tp).1 + SHOW_S
 }
 
+/// Whether no station but `own` (every station the candidate ever had) lies within [`NEIGHBOURHOOD_KM`] of
+/// it (an island group far from the rest of the network): the test has nothing to test it with.
+pub fn isolated(candidate: &Candidate, own: &[usize], stations: &[StationPosition]) -> bool {
+    stations
+        .iter()
+        .enumerate()
+        .all(|(i, station)| own.contains(&i) || candidate.epicentral_km(station) > NEIGHBOURHOOD_KM)
+}
+
 /// The hypocentral distance (km) of the candidate's farthest own station.
 fn farthest_member_km(candidate: &Candidate, stations: &[StationPosition]) -> f64 {
     candidate
@@ -250,4 +259,42 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
         }
     }
     verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(latitude: f64, longitude: f64) -> StationPosition {
+        StationPosition {
+            latitude,
+            longitude,
+        }
+    }
+
+    #[test]
+    fn a_candidate_is_isolated_when_no_station_but_its_own_lies_within_its_neighbourhood() {
+        // Three stations on an island, one 350 km away, one 105 km away.
+        let stations = [
+            at(24.40, 124.10),
+            at(24.45, 124.20),
+            at(24.50, 124.30),
+            at(26.20, 127.00),
+            at(24.40, 125.20),
+        ];
+        let members = [(0, 1.0), (1, 1.0)];
+        let candidate = Candidate {
+            latitude: 24.40,
+            longitude: 124.15,
+            depth_km: 60.0,
+            origin: 0.0,
+            magnitude: None,
+            members: &members,
+        };
+        assert!(isolated(&candidate, &[0, 1, 2], &stations[..4]));
+        // Station 2 was the candidate's once (its membership may have expired): it is its own. One it never
+        // had ends the isolation, on the island or 105 km away.
+        assert!(!isolated(&candidate, &[0, 1], &stations[..4]));
+        assert!(!isolated(&candidate, &[0, 1, 2], &stations));
+    }
 }

@@ -242,6 +242,7 @@ impl Detector {
                     located: Vec::new(),
                     located_arrivals: 0,
                     last_reported: None,
+                    p_window_mw: None,
                     done: false,
                 });
             }

@@ -167,6 +167,17 @@ impl Detector {
             event.located = located;
             self.classify(index);
         }
+        if status == EventStatus::Candidate {
+            let event = &self.events[index];
+            let p_window = event
+                .last
+                .as_ref()
+                .and_then(|h| self.magnitude_estimate(event, h, now_ms, false))
+                .filter(|m| m.kind == crate::magnitude::KIND_P);
+            if let Some(m) = p_window {
+                self.events[index].p_window_mw = Some(m.mw);
+            }
+        }
         if status == EventStatus::Candidate && self.publishable(index, now_ms) {
             status = EventStatus::Preliminary;
         }
@@ -372,9 +383,8 @@ impl Detector {
         // Too small to tell from a burst on a few stations, and below what the service publishes. (A deep
         // solution needs picks spread wide instead, see `depth_cap`, and its weak shaking may give no
         // magnitude for a while.)
-        let magnitude = self
-            .magnitude_estimate(event, h, now_ms, true)
-            .map(|m| m.mw);
+        let estimate = self.magnitude_estimate(event, h, now_ms, true);
+        let magnitude = estimate.as_ref().map(|m| m.mw);
         if h.depth_km <= SHALLOW_KM && magnitude.is_none_or(|m| m < MIN_PUBLISHED_MW) {
             return false;
         }
@@ -423,6 +433,20 @@ impl Detector {
         let now = now_ms as f64 / 1000.0;
         if simultaneous && now < crate::consistency::as_near_due(&candidate, &around) {
             return false;
+        }
+        // A young cluster with no station but its own around it (an island group far from the rest of the
+        // network): nothing tells a quake below them from a distant quake's S wave crossing them, its level
+        // read as a P wave's (1.5 units too high); its own S wave does. It waits for its S-window magnitude,
+        // which must bear out the P-window one.
+        let own: Vec<usize> = event.members.iter().map(|m| m.station).collect();
+        if used < MATURE_PICKS && crate::consistency::isolated(&candidate, &own, &self.positions) {
+            let borne_out = estimate.is_some_and(|m| {
+                m.kind == crate::magnitude::KIND_S
+                    && event.p_window_mw.is_none_or(|p| m.mw >= p - S_BEARS_OUT)
+            });
+            if !borne_out {
+                return false;
+            }
         }
         crate::consistency::check(&candidate, &around, now).plausible(members.len())
     }
