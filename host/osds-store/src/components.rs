@@ -136,6 +136,15 @@ impl Store {
             .await
     }
 
+    /// The id of the last change recorded for `channel` (0 before any).
+    pub async fn last_component_change_of(&self, channel: &str) -> anyhow::Result<i64> {
+        let mut query = Statements::one(
+            "SELECT COALESCE(MAX(id), 0) AS id FROM component_changes WHERE channel = ?",
+        );
+        query.bind(channel);
+        self.db.one(query, |row| row.int("id")).await
+    }
+
     /// The stored bytes of the component with this SHA-256, if it was ever installed.
     pub async fn component_file(&self, sha256: &str) -> anyhow::Result<Option<Vec<u8>>> {
         let mut query = Statements::one("SELECT wasm FROM component_files WHERE sha256 = ?");

@@ -330,7 +330,7 @@ impl ComponentManager {
                 };
                 for (id, change) in changes {
                     seen = id;
-                    if let Err(e) = manager.apply_recorded(&change).await {
+                    if let Err(e) = manager.apply_recorded(id, &change).await {
                         tracing::error!(
                             channel = %change.channel,
                             sha256 = %change.sha256,
@@ -343,15 +343,25 @@ impl ComponentManager {
         });
     }
 
-    /// Puts a change another process recorded in service here, unless it runs already.
-    async fn apply_recorded(&self, change: &osds_store::ChannelComponent) -> anyhow::Result<()> {
+    /// Puts change `id`, recorded by another process, in service here, unless it runs already or a later
+    /// change of its channel superseded it.
+    async fn apply_recorded(
+        &self,
+        id: i64,
+        change: &osds_store::ChannelComponent,
+    ) -> anyhow::Result<()> {
         let channel = change.channel.as_str();
         let recorded = Change::Recorded {
             changed_at: &change.changed_at,
         };
+        // Asked under the channel's lock: a change this process made after the batch was read (its own
+        // install, followed back, then rolled back here meanwhile) is recorded by now, and putting the older
+        // one in service would undo it — and make it the next rollback's target.
+        let superseded =
+            || async { anyhow::Ok(self.store.last_component_change_of(channel).await? > id) };
         if channel == SHAPER_CHANNEL {
             let mut targets = self.shaper.lock().await;
-            if self.shaper.serving.load().info().sha256 == change.sha256 {
+            if self.shaper.serving.load().info().sha256 == change.sha256 || superseded().await? {
                 return Ok(());
             }
             let wasm = change.wasm.clone().context("its .wasm is not stored")?;
@@ -367,7 +377,7 @@ impl ComponentManager {
         }
         let mut targets = self.decoders.lock().await;
         let current = self.decoders.serving.load().for_source(channel);
-        if current.is_some_and(|c| c.info().sha256 == change.sha256) {
+        if current.is_some_and(|c| c.info().sha256 == change.sha256) || superseded().await? {
             return Ok(());
         }
         let wasm = change.wasm.clone().context("its .wasm is not stored")?;
