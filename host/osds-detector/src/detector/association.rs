@@ -55,6 +55,31 @@ impl Prediction<'_> {
     }
 }
 
+impl Prediction<'_> {
+    /// Whether the event's P or S wave (or their codas) may have reached `station` at `pick` (seconds) with
+    /// `level` shaking, its arrival up to [`WAVEFRONT_EARLY`] times its window's early side sooner than
+    /// predicted (far away the table errs by more, and a solution's depth tens of km off moves every far
+    /// arrival), and shaking no harder than the event explains there. Needs a magnitude.
+    pub(super) fn reaches_loosely(
+        &self,
+        model: &Model,
+        station: &StationPosition,
+        pick: f64,
+        level: f64,
+    ) -> bool {
+        let (h, Some(mw)) = (self.h, self.magnitude) else {
+            return false;
+        };
+        let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
+        let (tp, ts) = (model.p(d, h.depth_km), model.s(d, h.depth_km));
+        let ((early, late), (early_s, late_s)) = (p_window(tp), s_window(ts));
+        let (off_p, off_s) = (pick - (h.origin + tp), pick - (h.origin + ts));
+        let p = (-WAVEFRONT_EARLY * early..=late + rupture_seconds(mw)).contains(&off_p);
+        let s = (-WAVEFRONT_EARLY * early_s..=coda_seconds(ts, Some(mw)) + late_s).contains(&off_s);
+        (p || s) && !shakes_beyond(h, mw, d, level)
+    }
+}
+
 /// Whether a station `d` km from an event's epicentre shakes at `level`, more than an event of `mw` there can
 /// explain.
 pub(super) fn shakes_beyond(h: &Hypocentre, mw: f64, d: f64, level: f64) -> bool {

@@ -380,6 +380,30 @@ impl Detector {
                 return false;
             }
         }
+        // A reported quake's own waves, arriving far away sooner than its solution predicts, fit a quake of
+        // their own on the stations they reach first. Most picks about when that quake's P or S wave was due
+        // there, shaking no harder than it explains, are its wavefront — unless beside its source (an
+        // aftershock).
+        let wavefront = sources.iter().any(|&(o, magnitude)| {
+            let source = Prediction { h: o, magnitude };
+            let beside = distance_km(o.latitude, o.longitude, h.latitude, h.longitude)
+                <= aftershock_km(magnitude);
+            let reached = used_members
+                .iter()
+                .filter(|m| {
+                    source.reaches_loosely(
+                        &self.config.travel_times,
+                        &self.positions[m.station],
+                        m.pick_ms as f64 / 1000.0,
+                        m.peak,
+                    )
+                })
+                .count();
+            !beside && 2 * reached > used
+        });
+        if wavefront {
+            return false;
+        }
         // Too small to tell from a burst on a few stations, and below what the service publishes. (A deep
         // solution needs picks spread wide instead, see `depth_cap`, and its weak shaking may give no
         // magnitude for a while.)
