@@ -136,13 +136,18 @@ impl Store {
             .await
     }
 
-    /// The id of the last change recorded for `channel` (0 before any).
-    pub async fn last_component_change_of(&self, channel: &str) -> anyhow::Result<i64> {
+    /// The id and component (SHA-256) of the last change recorded for `channel`, if any.
+    pub async fn last_component_change_of(
+        &self,
+        channel: &str,
+    ) -> anyhow::Result<Option<(i64, String)>> {
         let mut query = Statements::one(
-            "SELECT COALESCE(MAX(id), 0) AS id FROM component_changes WHERE channel = ?",
+            "SELECT id, sha256 FROM component_changes WHERE channel = ? ORDER BY id DESC LIMIT 1",
         );
         query.bind(channel);
-        self.db.one(query, |row| row.int("id")).await
+        self.db
+            .row(query, |row| (row.int("id"), row.text("sha256")))
+            .await
     }
 
     /// The stored bytes of the component with this SHA-256, if it was ever installed.

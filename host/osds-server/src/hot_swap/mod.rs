@@ -344,7 +344,7 @@ impl ComponentManager {
     }
 
     /// Puts change `id`, recorded by another process, in service here, unless it runs already or a later
-    /// change of its channel superseded it.
+    /// change of its channel runs here already.
     async fn apply_recorded(
         &self,
         id: i64,
@@ -355,13 +355,17 @@ impl ComponentManager {
             changed_at: &change.changed_at,
         };
         // Asked under the channel's lock: a change this process made after the batch was read (its own
-        // install, followed back, then rolled back here meanwhile) is recorded by now, and putting the older
-        // one in service would undo it — and make it the next rollback's target.
-        let superseded =
-            || async { anyhow::Ok(self.store.last_component_change_of(channel).await? > id) };
+        // install, followed back, then rolled back here meanwhile) is recorded by now and in service, and
+        // putting the older one back would undo it — and make it the next rollback's target. (Another
+        // process's later changes, not in service here yet, follow in order as before.)
+        let superseded = |serving: String| async move {
+            let last = self.store.last_component_change_of(channel).await?;
+            anyhow::Ok(last.is_some_and(|(last, sha256)| last > id && sha256 == serving))
+        };
         if channel == SHAPER_CHANNEL {
             let mut targets = self.shaper.lock().await;
-            if self.shaper.serving.load().info().sha256 == change.sha256 || superseded().await? {
+            let serving = self.shaper.serving.load().info().sha256.clone();
+            if serving == change.sha256 || superseded(serving).await? {
                 return Ok(());
             }
             let wasm = change.wasm.clone().context("its .wasm is not stored")?;
@@ -377,7 +381,8 @@ impl ComponentManager {
         }
         let mut targets = self.decoders.lock().await;
         let current = self.decoders.serving.load().for_source(channel);
-        if current.is_some_and(|c| c.info().sha256 == change.sha256) || superseded().await? {
+        let serving = current.map(|c| c.info().sha256.clone()).unwrap_or_default();
+        if serving == change.sha256 || superseded(serving).await? {
             return Ok(());
         }
         let wasm = change.wasm.clone().context("its .wasm is not stored")?;
