@@ -53,9 +53,7 @@ impl Prediction<'_> {
         };
         (within && level_fits).then_some((Phase::Later, off_p.abs()))
     }
-}
 
-impl Prediction<'_> {
     /// Whether the event's P or S wave (or their codas) may have reached `station` at `pick` (seconds) with
     /// `level` shaking, its arrival up to [`WAVEFRONT_EARLY`] times its window's early side sooner than
     /// predicted (far away the table errs by more, and a solution's depth tens of km off moves every far
