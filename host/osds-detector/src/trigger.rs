@@ -22,9 +22,9 @@ const STUCK_MARGIN: f64 = 3.0;
 const REFRACTORY_MS: i64 = 60_000;
 /// A triggered station re-arms after its rise has stayed under [`NEIGHBOUR_RISE`] this long.
 const REARM_MS: i64 = 3_000;
-/// The monitor's frames are a second apart: a station observed the frame before its rise went unobserved for
-/// no time.
-const FRAME_MS: i64 = 1_000;
+/// The monitor's frames are a second apart: picks a frame apart, and a station observed the frame before its
+/// rise went unobserved for no time.
+pub const FRAME_MS: i64 = 1_000;
 
 /// Where a station is.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -39,19 +39,8 @@ impl Prediction<'_> {
         if (late + slack..=late + slack + unseen).contains(&off_p) {
             return Some((Phase::Later, off_p - unseen));
         }
-        // Its P wave's coda while the fault still breaks, then its S wave and coda. In between, a station far
-        // enough away for the two to part has nothing of this event that would make it rise.
-        let rupture = self.magnitude.map_or(0.0, rupture_seconds);
-        let off_s = pick - (h.origin + ts);
-        let (early_s, late_s) = s_window(ts);
-        let in_p_coda = off_p >= -early && off_p <= late + rupture;
-        let in_s = off_s >= -early_s && off_s <= coda_seconds(ts, self.magnitude) + late_s;
-        let within = in_p_coda || in_s;
-        let level_fits = match (self.magnitude, level) {
-            (Some(m), Some(level)) => !shakes_beyond(h, m, d, level),
-            _ => true,
-        };
-        (within && level_fits).then_some((Phase::Later, off_p.abs()))
+        self.passing(d, tp, ts, pick, level, 1.0)
+            .then_some((Phase::Later, off_p.abs()))
     }
 
     /// Whether the event's P or S wave (or their codas) may have reached `station` at `pick` (seconds) with
@@ -65,16 +54,38 @@ impl Prediction<'_> {
         pick: f64,
         level: f64,
     ) -> bool {
-        let (h, Some(mw)) = (self.h, self.magnitude) else {
-            return false;
-        };
+        let h = self.h;
         let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
         let (tp, ts) = (model.p(d, h.depth_km), model.s(d, h.depth_km));
+        self.magnitude.is_some() && self.passing(d, tp, ts, pick, Some(level), WAVEFRONT_EARLY)
+    }
+
+    /// Whether the event's waves are passing a station `d` km away (P and S `tp`, `ts` seconds after the
+    /// origin) at `pick`: its P wave's coda while the fault still breaks, then its S wave and coda, each
+    /// window's early side `early_factor` times its own; and `level`, if known, within what its magnitude, if
+    /// known, explains. In between, a station far enough away for the two to part has nothing of this event
+    /// that would make it rise.
+    fn passing(
+        &self,
+        d: f64,
+        tp: f64,
+        ts: f64,
+        pick: f64,
+        level: Option<f64>,
+        early_factor: f64,
+    ) -> bool {
+        let h = self.h;
+        let rupture = self.magnitude.map_or(0.0, rupture_seconds);
         let ((early, late), (early_s, late_s)) = (p_window(tp), s_window(ts));
         let (off_p, off_s) = (pick - (h.origin + tp), pick - (h.origin + ts));
-        let p = (-WAVEFRONT_EARLY * early..=late + rupture_seconds(mw)).contains(&off_p);
-        let s = (-WAVEFRONT_EARLY * early_s..=coda_seconds(ts, Some(mw)) + late_s).contains(&off_s);
-        (p || s) && !shakes_beyond(h, mw, d, level)
+        let in_p_coda = (-early_factor * early..=late + rupture).contains(&off_p);
+        let in_s =
+            (-early_factor * early_s..=coda_seconds(ts, self.magnitude) + late_s).contains(&off_s);
+        let level_fits = match (self.magnitude, level) {
+            (Some(m), Some(level)) => !shakes_beyond(h, m, d, level),
+            _ => true,
+        };
+        (in_p_coda || in_s) && level_fits
     }
 }
 

@@ -373,9 +373,7 @@ impl Detector {
             })
             .count();
         if 2 * later_waves > used {
-            let beside = sources.iter().any(|(o, mw)| {
-                distance_km(o.latitude, o.longitude, h.latitude, h.longitude) <= aftershock_km(*mw)
-            });
+            let beside = sources.iter().any(|(o, mw)| in_aftershock_zone(o, *mw, h));
             if !beside {
                 return false;
             }
@@ -385,9 +383,10 @@ impl Detector {
         // there, shaking no harder than it explains, are its wavefront — unless beside its source (an
         // aftershock).
         let wavefront = sources.iter().any(|&(o, magnitude)| {
+            if in_aftershock_zone(o, magnitude, h) {
+                return false;
+            }
             let source = Prediction { h: o, magnitude };
-            let beside = distance_km(o.latitude, o.longitude, h.latitude, h.longitude)
-                <= aftershock_km(magnitude);
             let reached = used_members
                 .iter()
                 .filter(|m| {
@@ -399,7 +398,7 @@ impl Detector {
                     )
                 })
                 .count();
-            !beside && 2 * reached > used
+            2 * reached > used
         });
         if wavefront {
             return false;
@@ -462,8 +461,11 @@ impl Detector {
         // network): nothing tells a quake below them from a distant quake's S wave crossing them, its level
         // read as a P wave's (1.5 units too high); its own S wave does. It waits for its S-window magnitude,
         // which must bear out the P-window one.
-        let own: Vec<usize> = event.members.iter().map(|m| m.station).collect();
-        if used < MATURE_PICKS && crate::consistency::isolated(&candidate, &own, &self.positions) {
+        let isolated = used < MATURE_PICKS && {
+            let own: Vec<usize> = event.members.iter().map(|m| m.station).collect();
+            crate::consistency::isolated(&candidate, &own, &self.positions)
+        };
+        if isolated {
             let borne_out = estimate.is_some_and(|m| {
                 m.kind == crate::magnitude::KIND_S
                     && event.p_window_mw.is_none_or(|p| m.mw >= p - S_BEARS_OUT)

@@ -30,7 +30,7 @@ use crate::geo::{azimuth_degrees, distance_km};
 use crate::locate::{Arrival, Hypocentre, Pick, Quiet, locate_near, residuals};
 use crate::magnitude::{PeakAtStation, Wave, estimate, predicted_intensity};
 use crate::traveltime::{Model, hypocentral_km};
-use crate::trigger::{StationPosition, Trigger};
+use crate::trigger::{FRAME_MS, StationPosition, Trigger};
 use hyp_core::{
     EventStatus, Hypocentre as SolutionHypocentre, MagnitudeEstimate, Solution, StationPick,
 };
@@ -98,8 +98,6 @@ const NO_MOVEOUT_WAIT_MS: i64 = 4_000;
 const SIMULTANEOUS: f64 = 0.8;
 /// …unless this many stations picked it over two frames (a burst touches a few neighbouring stations).
 const WIDE_PICKS: usize = 20;
-/// One monitor image per second: picks a frame apart.
-const FRAME_MS: i64 = 1_000;
 /// A cluster seen in one frame only is published from this many picks that show moveout (fewer wait for
 /// the next frame to confirm them).
 const FIRST_FRAME_PICKS: usize = 6;
@@ -165,6 +163,11 @@ fn rupture_seconds(mw: f64) -> f64 {
 /// How far from a quake's epicentre its aftershocks start: twice its fault's length (Utsu), at least 50 km.
 fn aftershock_km(mw: Option<f64>) -> f64 {
     mw.map_or(0.0, |m| 2.0 * fault_length_km(m)).max(50.0)
+}
+
+/// Whether `h` lies where the aftershocks of a quake at `source` of `mw` would ([`aftershock_km`]).
+fn in_aftershock_zone(source: &Hypocentre, mw: Option<f64>, h: &Hypocentre) -> bool {
+    distance_km(source.latitude, source.longitude, h.latitude, h.longitude) <= aftershock_km(mw)
 }
 
 /// Seconds after the predicted S arrival that still count as an event's shaking at a station: the S wave's
