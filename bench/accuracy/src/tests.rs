@@ -375,6 +375,16 @@ fn a_quakes_waves_arriving_sooner_than_its_solution_predicts_make_no_other_quake
     assert_found_and_nothing_else_in("gifu-m4.5", 1);
 }
 
+/// A great quake's fault breaks on for a minute: the Tokachi-oki M8.0's, 190 km south-west of its epicentre,
+/// shakes stations there at 6.3-6.7, beyond what its point source explains, as its S wave passes. On this draw
+/// of the truth those five picks, their level read as a P wave's, made a published M9.5 (the magnitude scale's
+/// top) beside the M7.9 it was reported as. An aftershock is smaller than its mainshock: a candidate no
+/// smaller, made of picks that quake's waves reach, is its rupture.
+#[test]
+fn a_great_quakes_fault_breaking_on_is_no_bigger_quake_beside_it() {
+    assert_found_and_nothing_else_in("tokachi-oki-m8.0", 14);
+}
+
 /// A second quake striking while a great offshore one's waves cross its region is its own event, and the
 /// great one's wavefront makes no other.
 #[test]

@@ -51,7 +51,7 @@ pub fn pgv_of_intensity(intensity: f64) -> f64 {
 /// grows with Mw).
 pub fn invert(intensity: f64, depth_km: f64, r_km: f64) -> f64 {
     let target = pgv_of_intensity(intensity);
-    let (mut low, mut high) = (0.0_f64, 9.5_f64);
+    let (mut low, mut high) = (0.0_f64, MAX_MW);
     for _ in 0..60 {
         let mid = (low + high) / 2.0;
         if pgv_cm_s(mid, depth_km, r_km) < target {
@@ -62,6 +62,10 @@ pub fn invert(intensity: f64, depth_km: f64, r_km: f64) -> f64 {
     }
     (low + high) / 2.0
 }
+
+/// The top of the magnitude scale the estimates search: an estimate there is shaking no quake explains at
+/// those distances, not a measurement.
+pub const MAX_MW: f64 = 9.5;
 
 /// How far below the S peak realtime intensity runs in the P window (intensity units).
 pub const P_TO_S_INTENSITY: f64 = 1.5;
@@ -203,7 +207,7 @@ fn by_wave(
             .collect();
         median(&mut residuals)
     };
-    let (mut low, mut high) = (0.0_f64, 9.5_f64);
+    let (mut low, mut high) = (0.0_f64, MAX_MW);
     for _ in 0..50 {
         let mid = (low + high) / 2.0;
         if misfit(mid) > 0.0 {

@@ -46,18 +46,18 @@ impl Prediction<'_> {
     /// Whether the event's P or S wave (or their codas) may have reached `station` at `pick` (seconds) with
     /// `level` shaking, its arrival up to [`WAVEFRONT_EARLY`] times its window's early side sooner than
     /// predicted (far away the table errs by more, and a solution's depth tens of km off moves every far
-    /// arrival), and shaking no harder than the event explains there. Needs a magnitude.
+    /// arrival), and shaking, if `level` is given, no harder than the event explains there. Needs a magnitude.
     pub(super) fn reaches_loosely(
         &self,
         model: &Model,
         station: &StationPosition,
         pick: f64,
-        level: f64,
+        level: Option<f64>,
     ) -> bool {
         let h = self.h;
         let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
         let (tp, ts) = (model.p(d, h.depth_km), model.s(d, h.depth_km));
-        self.magnitude.is_some() && self.passing(d, tp, ts, pick, Some(level), WAVEFRONT_EARLY)
+        self.magnitude.is_some() && self.passing(d, tp, ts, pick, level, WAVEFRONT_EARLY)
     }
 
     /// Whether the event's waves are passing a station `d` km away (P and S `tp`, `ts` seconds after the

@@ -394,7 +394,7 @@ impl Detector {
                         &self.config.travel_times,
                         &self.positions[m.station],
                         m.pick_ms as f64 / 1000.0,
-                        m.peak,
+                        Some(m.peak),
                     )
                 })
                 .count();
@@ -409,6 +409,34 @@ impl Detector {
         let estimate = self.magnitude_estimate(event, h, now_ms, true);
         let magnitude = estimate.as_ref().map(|m| m.mw);
         if h.depth_km <= SHALLOW_KM && magnitude.is_none_or(|m| m < MIN_PUBLISHED_MW) {
+            return false;
+        }
+        // Stations along a great rupture, far from its epicentre, shake beyond what its point source explains
+        // there as the fault breaks on; read as a P wave's, that shaking makes a magnitude at the scale's top.
+        // Beside a reported quake, a candidate at the top, most of whose picks came while that quake's waves
+        // were passing, is that quake's rupture. (A larger quake soon after a smaller one beside it is not held
+        // back: its magnitude is a measurement.)
+        let at_top = magnitude.is_some_and(|m| m >= crate::magnitude::MAX_MW - 0.01);
+        let its_rupture = at_top
+            && sources.iter().any(|&(o, source_mw)| {
+                if !in_aftershock_zone(o, source_mw, h) {
+                    return false;
+                }
+                let source = Prediction {
+                    h: o,
+                    magnitude: source_mw,
+                };
+                let passing = used_members
+                    .iter()
+                    .filter(|m| {
+                        let (station, pick) =
+                            (&self.positions[m.station], m.pick_ms as f64 / 1000.0);
+                        source.reaches_loosely(&self.config.travel_times, station, pick, None)
+                    })
+                    .count();
+                2 * passing > used
+            });
+        if its_rupture {
             return false;
         }
         let mut claimed = vec![false; self.stations.len()];
