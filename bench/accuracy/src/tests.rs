@@ -416,6 +416,20 @@ fn a_deep_quakes_p_wave_in_clusters_far_apart_is_one_deep_event() {
     );
 }
 
+/// The same deep quake's S wave reaching the Noto stations from the west, on a draw of the truth where its P
+/// wave made no event: 35 picks, all on one side, as good anywhere along a trough out to sea as far as the
+/// solution's uncertainty is looked for (300 km), once published as a shallow M5.4 140 km beyond the nearest
+/// of them. Picks that fix no epicentre are no event.
+#[test]
+fn a_deep_quakes_s_wave_seen_from_one_side_fixes_no_epicentre() {
+    let score = independent_in("japan-sea-m6.0-450km", 5);
+    assert!(
+        score.false_event_ids.is_empty(),
+        "{:?}",
+        score.false_event_ids
+    );
+}
+
 /// A deep quake's depth trades against its distance while only P arrivals locate it: on this draw its P
 /// stations fit a source 587 km deep and 150 km off (published, counted false, the quake missed). The S onsets
 /// on the same stations, 50 s later, fix the distance.

@@ -70,6 +70,14 @@ pub struct Hypocentre {
     pub depth_uncertainty_km: Option<f64>,
 }
 
+impl Hypocentre {
+    /// The misfit surface stays low as far as the uncertainty is looked for in some direction: the picks fix
+    /// no epicentre (a trough out to sea, seen from one side).
+    pub fn unbounded(&self) -> bool {
+        self.horizontal_uncertainty_km >= UNCERTAINTY_MAX_KM
+    }
+}
+
 /// Distances under this count as this much in the weights: otherwise a trial point on top of a station at
 /// the surface gives that one station all the weight and fits any picks perfectly.
 const WEIGHT_FLOOR_KM: f64 = 20.0;

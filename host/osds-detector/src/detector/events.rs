@@ -340,8 +340,10 @@ impl Detector {
             // A depth at the cap of few picks is the cap talking, not the picks.
             && (h.depth_fixed || h.depth_km < h.depth_cap - 0.5)
             && (converged || (!one_sided && used >= 5 && h.depth_km <= SHALLOW_KM))
-            // Outside the network the picks fix no epicentre: on the search's edge, or far from every pick.
+            // Outside the network the picks fix no epicentre: on the search's edge, as good anywhere along a
+            // trough as far as the uncertainty is looked for, or far from every pick.
             && !h.at_edge
+            && !h.unbounded()
             && nearest_pick <= COVERAGE_KM.max(h.depth_km);
         if !basics {
             return false;

@@ -237,7 +237,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          weights floor 20 km, depth 10 fixed <3, cap 130 <5, 150 <8, else 700, and at most 4x the picks' \
          aperture (60 km floor); 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < \
          20 picks, cap 2 s; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
-         not at the cap or the search's edge, a pick within 150 km (or the depth), 2 locations agreeing \
+         not at the cap or the search's edge or with a 300 km uncertainty, a pick within 150 km (or the depth), 2 locations agreeing \
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
          shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, 80 % in one frame: not before \
          the stations within 1.15x its own stations' reach are due, M >= 3.0 above 150 km, not \
