@@ -2,7 +2,7 @@
 //! working on the detector; the recorded runs shape through the real hyp shaper component
 //! (`cargo run --release -p osds-bench --bin osds-accuracy`). See `osds_accuracy`.
 //!
-//! `cargo bench -p osds-accuracy --bench accuracy [-- [--values] [--reports] [--in-model|--independent]
+//! `cargo bench -p osds-accuracy --bench accuracy [-- [--values] [--reports] [--in-model|--independent|--foreshocks]
 //! [--world=N] [NAME...]]`: `--values` skips the images, `--reports` prints every report, `--world=N` draws
 //! the truth and the feed again from other seeds, names pick scenarios.
 

@@ -38,6 +38,8 @@ pub struct Options {
     /// Only the in-model matrix, or only the independent one.
     pub only_in_model: bool,
     pub only_independent: bool,
+    /// Only the foreshock mixes ([`matrix::foreshocks`]), which neither matrix includes.
+    pub foreshocks: bool,
     /// Only the scenarios whose names contain one of these.
     pub only: Vec<String>,
     /// Another draw of the same truth and feed (0 is the recorded one): the stations' delays, sites and noise,
@@ -46,7 +48,7 @@ pub struct Options {
 }
 
 impl Options {
-    /// `[--values] [--reports] [--in-model | --independent] [--world=N] [NAME...]`; other flags (a bench
+    /// `[--values] [--reports] [--in-model | --independent | --foreshocks] [--world=N] [NAME...]`; other flags (a bench
     /// harness's `--bench`) are ignored. An error names an argument it cannot read.
     pub fn from_args(
         args: impl IntoIterator<Item = String>,
@@ -58,6 +60,7 @@ impl Options {
                 "--reports" => options.reports = true,
                 "--in-model" => options.only_in_model = true,
                 "--independent" => options.only_independent = true,
+                "--foreshocks" => options.foreshocks = true,
                 a if a.starts_with("--world=") => {
                     options.world = a["--world=".len()..]
                         .parse()
@@ -170,18 +173,24 @@ pub fn run_matrices(options: &Options, shaper: &str, shape: &(dyn Fn(&Solution) 
     } else {
         "through monitor images"
     };
-    let matrices: [Matrix; 2] = [
+    let matrices: [Matrix; 3] = [
         (
             "IN-MODEL MATRIX (regression check)",
             "frames made with the detector's own travel times (JMA2001), attenuation (Si & Midorikawa 1999) and P/S contrast, every frame delivered at the end of its second: self-consistency, not accuracy",
-            !options.only_independent,
+            !options.only_independent && !options.foreshocks,
             matrix::in_model,
         ),
         (
             "INDEPENDENT MATRIX (accuracy)",
             "frames made by the truth model (ak135 + correlated station delays, Kanno et al. 2006 + site terms, finite faults, emergent P, P/S contrast by station), published 1-2 s late with 2 % lost, 1 % repeated and outages of 4-6 s, disturbances and quake mixes",
-            !options.only_in_model,
+            !options.only_in_model && !options.foreshocks,
             matrix::independent,
+        ),
+        (
+            "FORESHOCK MIXES (exploratory, outside both matrices)",
+            "a larger quake seconds after a smaller one beside it, on the independent truth model and feed",
+            options.foreshocks,
+            matrix::foreshocks,
         ),
     ];
     for (title, what, wanted, make) in matrices {

@@ -379,55 +379,13 @@ pub fn independent(network: &Network) -> Vec<Scenario> {
             q(38.800, 134.500, 450.0, 6.0, 10.0),
         ),
     ];
-    let stuck_and_spikes = |seed: u64| {
-        let pick = |k: u64| ((seed * 7919 + k * 104_729) % n as u64) as usize;
-        vec![
-            Disturbance::Stuck {
-                station: pick(1),
-                level: 4.0,
-            },
-            Disturbance::Stuck {
-                station: pick(2),
-                level: 3.2,
-            },
-            Disturbance::Spike {
-                station: pick(3),
-                frame: 40,
-                level: 5.0,
-            },
-            Disturbance::Spike {
-                station: pick(4),
-                frame: 70,
-                level: 4.0,
-            },
-            Disturbance::Spike {
-                station: pick(5),
-                frame: 95,
-                level: 5.5,
-            },
-        ]
-    };
-    let scenario = |name: &str,
-                    settings: Vec<Setting>,
-                    quakes: Vec<TruthQuake>,
-                    extra: Vec<Disturbance>,
-                    seconds: u64,
-                    seed: u64| {
-        let mut disturbances = stuck_and_spikes(seed);
-        disturbances.extend(extra);
-        Scenario {
-            name: name.to_string(),
-            settings,
-            source: Source::Truth(Truth {
-                quakes,
-                disturbances,
-                dropout: 0.02,
-            }),
-            seconds,
-            feed: Feed::realistic(),
-            seed,
-        }
-    };
+    let scenario =
+        |name: &str,
+         settings: Vec<Setting>,
+         quakes: Vec<TruthQuake>,
+         extra: Vec<Disturbance>,
+         seconds: u64,
+         seed: u64| { truth_scenario(n, name, settings, quakes, extra, seconds, seed) };
     let mut scenarios: Vec<Scenario> = singles
         .into_iter()
         .enumerate()
@@ -625,4 +583,104 @@ pub fn independent(network: &Network) -> Vec<Scenario> {
     }
     scenarios.push(quiet);
     scenarios
+}
+
+/// A scenario of the truth model with the realistic feed: its own disturbances, and on `stations` stations
+/// two stuck stations, three spikes and 2 % dropouts.
+fn truth_scenario(
+    stations: usize,
+    name: &str,
+    settings: Vec<Setting>,
+    quakes: Vec<TruthQuake>,
+    extra: Vec<Disturbance>,
+    seconds: u64,
+    seed: u64,
+) -> Scenario {
+    let pick = |k: u64| ((seed * 7919 + k * 104_729) % stations as u64) as usize;
+    let mut disturbances = vec![
+        Disturbance::Stuck {
+            station: pick(1),
+            level: 4.0,
+        },
+        Disturbance::Stuck {
+            station: pick(2),
+            level: 3.2,
+        },
+        Disturbance::Spike {
+            station: pick(3),
+            frame: 40,
+            level: 5.0,
+        },
+        Disturbance::Spike {
+            station: pick(4),
+            frame: 70,
+            level: 4.0,
+        },
+        Disturbance::Spike {
+            station: pick(5),
+            frame: 95,
+            level: 5.5,
+        },
+    ];
+    disturbances.extend(extra);
+    Scenario {
+        name: name.to_string(),
+        settings,
+        source: Source::Truth(Truth {
+            quakes,
+            disturbances,
+            dropout: 0.02,
+        }),
+        seconds,
+        feed: Feed::realistic(),
+        seed,
+    }
+}
+
+/// Foreshock mixes, outside the independent matrix (its targets are read without them): a larger quake
+/// seconds after a smaller one beside it, on the independent truth and feed. Exploratory: no rule of the
+/// detector was made on them, and BENCHMARKS.md says how it fares.
+pub fn foreshocks(network: &Network) -> Vec<Scenario> {
+    use Rupture::*;
+    use Setting::*;
+    let n = network.stations.len();
+    let q = TruthQuake::at;
+    vec![
+        truth_scenario(
+            n,
+            "foreshock-25s-25km",
+            vec![Inland, Inland],
+            vec![
+                q(34.900, 135.800, 12.0, 5.8, 10.0),
+                q(35.050, 136.000, 10.0, 6.5, 35.0).fault(60.0, 60.0, Unilateral),
+            ],
+            Vec::new(),
+            240,
+            6097,
+        ),
+        truth_scenario(
+            n,
+            "foreshock-10s-15km",
+            vec![Inland, Inland],
+            vec![
+                q(36.500, 138.200, 10.0, 6.0, 10.0),
+                q(36.600, 138.300, 8.0, 6.9, 20.0).fault(30.0, 50.0, Bilateral),
+            ],
+            Vec::new(),
+            240,
+            6098,
+        ),
+        truth_scenario(
+            n,
+            "foreshock-40s-30km-off",
+            vec![Offshore, Offshore],
+            vec![
+                q(38.300, 142.400, 30.0, 6.8, 10.0),
+                q(38.050, 142.600, 25.0, 7.4, 50.0).fault(30.0, 90.0, Bilateral),
+            ],
+            Vec::new(),
+            300,
+            6099,
+        ),
+    ]
 }

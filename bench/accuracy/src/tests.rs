@@ -219,16 +219,18 @@ fn no_quake_on_the_network_no_event_despite_stuck_stations_and_spikes() {
     assert!(run_on(&scenario, &network, true).is_empty());
 }
 
-/// A scenario of the independent matrix on a draw of the truth and the feed (`--world=N`; 0 is the recorded
-/// one), run through monitor images as the benchmark runs it, scored.
+/// A scenario of the independent matrix (or of the foreshock mixes beside it) on a draw of the truth and the
+/// feed (`--world=N`; 0 is the recorded one), run through monitor images as the benchmark runs it, scored.
 fn independent_in(name: &str, world: u64) -> crate::score::Score {
     let network = Network::shipped();
     let options = crate::Options {
         world,
         ..crate::Options::default()
     };
+    let mut scenarios = crate::matrix::independent(&network);
+    scenarios.extend(crate::matrix::foreshocks(&network));
     let scenario = options
-        .select(crate::matrix::independent(&network))
+        .select(scenarios)
         .into_iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no scenario {name}"));
@@ -383,6 +385,19 @@ fn a_quakes_waves_arriving_sooner_than_its_solution_predicts_make_no_other_quake
 #[test]
 fn a_great_quakes_fault_breaking_on_is_no_bigger_quake_beside_it() {
     assert_found_and_nothing_else_in("tokachi-oki-m8.0", 14);
+}
+
+/// A larger quake 25 s after a smaller one 25 km away (one of the exploratory foreshock mixes) is an event of
+/// its own, not more of the first one's shaking, and nothing else is published.
+#[test]
+fn a_larger_quake_soon_after_a_smaller_one_beside_it_is_its_own_event() {
+    let score = assert_found_and_nothing_else("foreshock-25s-25km");
+    let events: std::collections::BTreeSet<_> = score
+        .outcomes
+        .iter()
+        .filter_map(|o| o.event_id.as_ref())
+        .collect();
+    assert_eq!(events.len(), 2, "{events:?}");
 }
 
 /// A second quake striking while a great offshore one's waves cross its region is its own event, and the
