@@ -400,6 +400,21 @@ fn a_larger_quake_soon_after_a_smaller_one_beside_it_is_its_own_event() {
     assert_eq!(events.len(), 2, "{events:?}");
 }
 
+/// An offshore M7.4 forty seconds after an M6.8 beside it (a foreshock mix) raises the M6.8's event's
+/// magnitude, and sends its P wave across the country 40-50 s after the M6.8's, past the P coda that the
+/// M6.8's first magnitude allows: on these draws of the truth it made quakes of their own 750-900 km away (two
+/// on world 1, three on world 3). A quake whose magnitude kept rising counts its P coda for as long as it rose.
+#[test]
+fn a_second_larger_ruptures_wavefront_is_no_quake_far_away() {
+    assert_found_and_nothing_else_in("foreshock-40s-30km-off", 3);
+    let score = independent_in("foreshock-40s-30km-off", 1);
+    assert!(
+        score.false_event_ids.is_empty(),
+        "{:?}",
+        score.false_event_ids
+    );
+}
+
 /// A second quake striking while a great offshore one's waves cross its region is its own event, and the
 /// great one's wavefront makes no other.
 #[test]

@@ -81,11 +81,23 @@ impl Prediction<'_> {
         let in_p_coda = (-early_factor * early..=late + rupture).contains(&off_p);
         let in_s =
             (-early_factor * early_s..=coda_seconds(ts, self.magnitude) + late_s).contains(&off_s);
+        // Its P coda for as long as its fault was seen breaking beyond its magnitude's rupture, at no more
+        // than a P wave's level: a second quake inside its wavefront shakes its first stations harder.
+        let still_breaking = !in_p_coda
+            && !in_s
+            && self
+                .breaking_s
+                .is_some_and(|breaking| (late + rupture..=late + breaking).contains(&off_p));
+        let wave_level = if still_breaking {
+            crate::magnitude::P_TO_S_INTENSITY
+        } else {
+            0.0
+        };
         let level_fits = match (self.magnitude, level) {
-            (Some(m), Some(level)) => !shakes_beyond(h, m, d, level),
+            (Some(m), Some(level)) => !shakes_beyond(h, m, d, level + wave_level),
             _ => true,
         };
-        (in_p_coda || in_s) && level_fits
+        (in_p_coda || in_s || still_breaking) && level_fits
     }
 }
 
@@ -100,6 +112,7 @@ impl Aftermath {
         Prediction {
             h: &self.h,
             magnitude: self.magnitude,
+            breaking_s: None,
         }
     }
 }
@@ -109,6 +122,7 @@ impl Detector {
         event.last.as_ref().map(|h| Prediction {
             h,
             magnitude: event.magnitude.map(|m| m.value),
+            breaking_s: None,
         })
     }
 
@@ -277,6 +291,8 @@ impl Detector {
                     located_arrivals: 0,
                     last_reported: None,
                     p_window_mw: None,
+                    first_mw: None,
+                    rose_at_ms: None,
                     done: false,
                 });
             }
@@ -436,7 +452,8 @@ impl Detector {
             // below the ocean far away.
             let nearest = nearest_km(&h, where_picked());
             // Below a reported quake, they are its own far arrivals, later than its tables say.
-            let below_reported = self.reported_sources(None).any(|(o, _)| {
+            let below_reported = self.reported_sources(None).any(|source| {
+                let o = source.h;
                 distance_km(o.latitude, o.longitude, h.latitude, h.longitude) <= SAME_QUAKE_KM
             });
             if !(DEEP_KM..=DEEP_FRONT_MAX_KM).contains(&h.depth_km)

@@ -226,19 +226,26 @@ impl Detector {
         self.solution(index, now_ms, false)
     }
 
-    /// The latest solution and magnitude of every open event that was reported (but `except`) and of every
-    /// recent aftermath: the quakes whose waves are about.
+    /// The latest solution and magnitude of every open event that was reported (but `except`), with how long
+    /// its fault has been seen breaking, and of every recent aftermath: the quakes whose waves are about.
     pub(super) fn reported_sources<'a>(
         &'a self,
         except: Option<&'a Event>,
-    ) -> impl Iterator<Item = (&'a Hypocentre, Option<f64>)> + 'a {
+    ) -> impl Iterator<Item = Prediction<'a>> + 'a {
         self.events
             .iter()
             .filter(move |e| {
                 !e.done && e.reports > 0 && except.is_none_or(|x| !std::ptr::eq(*e, x))
             })
-            .filter_map(|e| Some((e.last.as_ref()?, e.magnitude.map(|m| m.value))))
-            .chain(self.aftermaths.iter().map(|a| (&a.h, a.magnitude)))
+            .filter_map(|e| {
+                let h = e.last.as_ref()?;
+                Some(Prediction {
+                    h,
+                    magnitude: e.magnitude.map(|m| m.value),
+                    breaking_s: e.rose_at_ms.map(|at| at as f64 / 1000.0 - h.origin),
+                })
+            })
+            .chain(self.aftermaths.iter().map(Aftermath::prediction))
     }
 
     /// The rms a solution located from picks at `stations` may have to be published: the model errs more on
@@ -356,10 +363,11 @@ impl Detector {
         // their own. So most picks on stations shaking long before them, alone or after a reported quake's S
         // wave there, make no new quake, unless beside that quake's source (an aftershock, seen by its S).
         // Before the S wave, a rise is what that quake cannot explain: a second quake inside its wavefront.
-        let sources: Vec<(&Hypocentre, Option<f64>)> = self.reported_sources(Some(event)).collect();
+        let sources: Vec<Prediction> = self.reported_sources(Some(event)).collect();
         let after_s = |m: &Member| {
             let p = &self.positions[m.station];
-            sources.iter().any(|(o, _)| {
+            sources.iter().any(|source| {
+                let o = source.h;
                 let d = distance_km(o.latitude, o.longitude, p.latitude, p.longitude);
                 let ts = self.config.travel_times.s(d, o.depth_km);
                 m.pick_ms as f64 / 1000.0 >= o.origin + ts - s_window(ts).0
@@ -375,7 +383,9 @@ impl Detector {
             })
             .count();
         if 2 * later_waves > used {
-            let beside = sources.iter().any(|(o, mw)| in_aftershock_zone(o, *mw, h));
+            let beside = sources
+                .iter()
+                .any(|source| in_aftershock_zone(source.h, source.magnitude, h));
             if !beside {
                 return false;
             }
@@ -384,11 +394,10 @@ impl Detector {
         // their own on the stations they reach first. Most picks about when that quake's P or S wave was due
         // there, shaking no harder than it explains, are its wavefront — unless beside its source (an
         // aftershock).
-        let wavefront = sources.iter().any(|&(o, magnitude)| {
-            if in_aftershock_zone(o, magnitude, h) {
+        let wavefront = sources.iter().any(|source| {
+            if in_aftershock_zone(source.h, source.magnitude, h) {
                 return false;
             }
-            let source = Prediction { h: o, magnitude };
             let reached = used_members
                 .iter()
                 .filter(|m| {
@@ -420,14 +429,10 @@ impl Detector {
         // back: its magnitude is a measurement.)
         let at_top = magnitude.is_some_and(|m| m >= crate::magnitude::MAX_MW - 0.01);
         let its_rupture = at_top
-            && sources.iter().any(|&(o, source_mw)| {
-                if !in_aftershock_zone(o, source_mw, h) {
+            && sources.iter().any(|source| {
+                if !in_aftershock_zone(source.h, source.magnitude, h) {
                     return false;
                 }
-                let source = Prediction {
-                    h: o,
-                    magnitude: source_mw,
-                };
                 let passing = used_members
                     .iter()
                     .filter(|m| {

@@ -113,6 +113,8 @@ const S_BEARS_OUT: f64 = 1.0;
 /// A candidate most of whose picks came within this many times the early side of a reported quake's P or S
 /// window of its predicted arrival, shaking no harder than it explains, is that quake's wavefront.
 const WAVEFRONT_EARLY: f64 = 2.0;
+/// How far above its first magnitude an event's magnitude must rise to say its fault is still breaking.
+const STILL_BREAKING_RISE: f64 = 0.3;
 /// A member stays at least this long after its predicted S arrival, whatever its peak so far.
 const S_STAY_S: f64 = 10.0;
 /// A station at or below this intensity has stopped shaking, whatever its peak.
@@ -245,8 +247,8 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          (unless within 2x its Utsu fault length, 50 km floor), the \
          neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, stations of unpublished candidates outside the network (all > 300 km) unclaimed, silent <= max(1, expected/3) and <= max(2, tested/4), \
          unexplained <= max(2, members/3)); < 8 picks and no other station within 300 km: S-window M >= \
-         P-window M - 1.0; not most picks within a reported quake's P or S window (early side x2, codas) at a \
-         level it explains, unless within 2x its Utsu fault length (50 km floor); not M9.5 (the top) there \
+         P-window M - 1.0; not most picks within a reported quake's P or S window (early side x2, codas; its \
+         P coda as long as its M rose >= 0.3 above its first, at P level) at a level it explains, unless within 2x its Utsu fault length (50 km floor); not M9.5 (the top) there \
          with most picks within its windows at any level; Si-Midorikawa 1999 PGV (depth term held at 150 km), \
          I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
          only for M >= 3 before publication); \
@@ -361,6 +363,11 @@ struct Event {
     last_reported: Option<ReportKey>,
     /// The latest P-window magnitude of a candidate: what its S wave must bear out (see `publishable`).
     p_window_mw: Option<f64>,
+    /// Its first magnitude, and when its magnitude last rose while [`STILL_BREAKING_RISE`] or more above
+    /// that: a great fault breaking on, or a second rupture beside it, keeps raising it for longer than the
+    /// first magnitude's rupture lasts.
+    first_mw: Option<f64>,
+    rose_at_ms: Option<i64>,
     done: bool,
 }
 
@@ -371,6 +378,9 @@ type ReportKey = (EventStatus, usize, Option<i64>, i64, i64);
 struct Prediction<'a> {
     h: &'a Hypocentre,
     magnitude: Option<f64>,
+    /// Seconds after the origin its fault has been seen breaking, where that is known: as long as its
+    /// magnitude kept rising (see `Event::rose_at_ms`).
+    breaking_s: Option<f64>,
 }
 
 /// A closed event whose waves may still be passing.
