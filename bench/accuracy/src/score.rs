@@ -1,6 +1,7 @@
 //! Scoring a run against its quakes, as ShakeAlert counts alerts: an event is a quake's when its median
 //! epicentre lies within 100 km of the quake's and its median origin time within 30 s; a public event that is
-//! no quake's (or a second event for a quake already matched) is false.
+//! no quake's (or a second event for a quake already matched) is false. Where an event fits two quakes (a
+//! foreshock and its mainshock), it is the one it lies nearer in space and time.
 
 use crate::scenario::{Run, START_MS, Setting, TrueQuake};
 use osds_detector::geo::distance_km;
@@ -97,34 +98,55 @@ pub fn score(run: &Run) -> Score {
             None => events.push((report.event_id.clone(), vec![report])),
         }
     }
+    // Each event's median epicentre and origin, and how far it lies from each quake (in units of the match's
+    // bounds; `None` beyond them).
+    let centres: Vec<(f64, f64, f64)> = events
+        .iter()
+        .map(|(_, list)| {
+            let mut lat: Vec<f64> = list.iter().map(|r| r.latitude).collect();
+            let mut lon: Vec<f64> = list.iter().map(|r| r.longitude).collect();
+            let mut origin: Vec<f64> = list.iter().map(|r| r.origin_at_ms as f64).collect();
+            (
+                median(&mut lat).unwrap_or(f64::NAN),
+                median(&mut lon).unwrap_or(f64::NAN),
+                median(&mut origin).unwrap_or(f64::NAN),
+            )
+        })
+        .collect();
+    let fit = |event: usize, quake: &TrueQuake| -> Option<f64> {
+        let (lat, lon, origin) = centres[event];
+        let km = distance_km(lat, lon, quake.latitude, quake.longitude);
+        let seconds = (origin - (START_MS as f64 + quake.origin * 1000.0)).abs() / 1000.0;
+        (km <= MATCH_KM && seconds <= MATCH_S).then_some(km / MATCH_KM + seconds / MATCH_S)
+    };
+    // The quake each event lies nearest, of those it fits.
+    let nearest: Vec<Option<usize>> = (0..events.len())
+        .map(|e| {
+            run.quakes
+                .iter()
+                .enumerate()
+                .filter_map(|(q, quake)| Some((q, fit(e, quake)?)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(q, _)| q)
+        })
+        .collect();
     let mut taken = vec![false; events.len()];
     let mut graded = Vec::new();
     let outcomes = run
         .quakes
         .iter()
-        .map(|quake| {
-            let origin_ms = START_MS as f64 + quake.origin * 1000.0;
+        .enumerate()
+        .map(|(q, quake)| {
             let error = |r: &crate::scenario::Report| {
                 distance_km(r.latitude, r.longitude, quake.latitude, quake.longitude)
             };
-            // The best-matching event: most reports among those whose median position and origin fit.
+            // The best-matching event: of those whose median position and origin fit, one that lies nearer
+            // this quake than any other, then the most reports.
             let matched = events
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| !taken[*i])
-                .filter(|(_, (_, list))| {
-                    let mut lat: Vec<f64> = list.iter().map(|r| r.latitude).collect();
-                    let mut lon: Vec<f64> = list.iter().map(|r| r.longitude).collect();
-                    let mut origin: Vec<f64> = list.iter().map(|r| r.origin_at_ms as f64).collect();
-                    let (lat, lon, origin) = (
-                        median(&mut lat).unwrap_or(f64::NAN),
-                        median(&mut lon).unwrap_or(f64::NAN),
-                        median(&mut origin).unwrap_or(f64::NAN),
-                    );
-                    distance_km(lat, lon, quake.latitude, quake.longitude) <= MATCH_KM
-                        && (origin - origin_ms).abs() <= MATCH_S * 1000.0
-                })
-                .max_by_key(|(_, (_, list))| list.len())
+                .filter(|(i, _)| !taken[*i] && fit(*i, quake).is_some())
+                .max_by_key(|(i, (_, list))| (nearest[*i] == Some(q), list.len()))
                 .map(|(i, _)| i);
             let Some(index) = matched else {
                 return Outcome {

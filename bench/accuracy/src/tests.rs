@@ -388,7 +388,8 @@ fn a_great_quakes_fault_breaking_on_is_no_bigger_quake_beside_it() {
 }
 
 /// A larger quake 25 s after a smaller one 25 km away (one of the exploratory foreshock mixes) is an event of
-/// its own, not more of the first one's shaking, and nothing else is published.
+/// its own, not more of the first one's shaking, and nothing else is published. Each event is scored as the
+/// quake it lies at (both fit either within 100 km and 30 s).
 #[test]
 fn a_larger_quake_soon_after_a_smaller_one_beside_it_is_its_own_event() {
     let score = assert_found_and_nothing_else("foreshock-25s-25km");
@@ -398,6 +399,14 @@ fn a_larger_quake_soon_after_a_smaller_one_beside_it_is_its_own_event() {
         .filter_map(|o| o.event_id.as_ref())
         .collect();
     assert_eq!(events.len(), 2, "{events:?}");
+    for outcome in &score.outcomes {
+        let km = outcome.final_km;
+        assert!(
+            km.is_some_and(|km| km <= 15.0),
+            "{:?}: {km:?}",
+            outcome.quake
+        );
+    }
 }
 
 /// An offshore M7.4 forty seconds after an M6.8 beside it (a foreshock mix) raises the M6.8's event's
