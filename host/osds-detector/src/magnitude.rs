@@ -67,6 +67,11 @@ pub fn invert(intensity: f64, depth_km: f64, r_km: f64) -> f64 {
 /// those distances, not a measurement.
 pub const MAX_MW: f64 = 9.5;
 
+/// Whether an estimate of `mw` stands at the top of the scale (the bisections end within a hair of it).
+pub fn at_top(mw: f64) -> bool {
+    mw >= MAX_MW - 0.01
+}
+
 /// How far below the S peak realtime intensity runs in the P window (intensity units).
 pub const P_TO_S_INTENSITY: f64 = 1.5;
 /// The S-wave estimate's `magnitudeType`.

@@ -239,10 +239,22 @@ impl Detector {
             })
             .filter_map(|e| {
                 let h = e.last.as_ref()?;
+                // Its magnitude rose once the S wave of what broke reached its nearest station.
+                let nearest_s = e
+                    .members
+                    .iter()
+                    .map(|m| {
+                        let p = &self.positions[m.station];
+                        let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                        self.config.travel_times.s(d, h.depth_km)
+                    })
+                    .fold(f64::INFINITY, f64::min);
                 Some(Prediction {
                     h,
                     magnitude: e.magnitude.map(|m| m.value),
-                    breaking_s: e.rose_at_ms.map(|at| at as f64 / 1000.0 - h.origin),
+                    breaking_s: e
+                        .rose_at_ms
+                        .map(|at| (at as f64 / 1000.0 - h.origin - nearest_s).max(0.0)),
                 })
             })
             .chain(self.aftermaths.iter().map(Aftermath::prediction))
@@ -427,7 +439,7 @@ impl Detector {
         // Beside a reported quake, a candidate at the top, most of whose picks came while that quake's waves
         // were passing, is that quake's rupture. (A larger quake soon after a smaller one beside it is not held
         // back: its magnitude is a measurement.)
-        let at_top = magnitude.is_some_and(|m| m >= crate::magnitude::MAX_MW - 0.01);
+        let at_top = magnitude.is_some_and(crate::magnitude::at_top);
         let its_rupture = at_top
             && sources.iter().any(|source| {
                 if !in_aftershock_zone(source.h, source.magnitude, h) {

@@ -144,9 +144,11 @@ impl Detector {
         let event = &mut self.events[index];
         let retained = fresh.is_none() && event.magnitude.is_some();
         if let Some(m) = fresh {
+            // Rising while well above its first magnitude: its fault is still breaking
+            // (`Prediction::breaking_s`).
             let first = *event.first_mw.get_or_insert(m.mw);
-            let highest = event.magnitude.is_none_or(|old| m.mw > old.value);
-            if highest && m.mw >= first + STILL_BREAKING_RISE {
+            let rising = event.magnitude.is_none_or(|old| m.mw > old.value);
+            if rising && m.mw >= first + STILL_BREAKING_RISE {
                 event.rose_at_ms = Some(now_ms);
             }
             event.magnitude = Some(Magnitude {
