@@ -248,7 +248,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, stations of unpublished candidates outside the network (all > 300 km) unclaimed, silent <= max(1, expected/3) and <= max(2, tested/4), \
          unexplained <= max(2, members/3)); < 8 picks and no other station within 300 km: S-window M >= \
          P-window M - 1.0; not most picks within a reported quake's P or S window (early side x2, codas; its \
-         P coda as long as its M rose >= 0.3 above its first, at P level) at a level it explains, unless within 2x its Utsu fault length (50 km floor); not M9.5 (the top) there \
+         P coda until its M last rose >= 0.3 above its first, less the S time to its nearest station, at P level) at a level it explains, unless within 2x its Utsu fault length (50 km floor); not M9.5 (the top) there \
          with most picks within its windows at any level; Si-Midorikawa 1999 PGV (depth term held at 150 km), \
          I=2.68+1.72logPGV, intensity-median; S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
          only for M >= 3 before publication); \
