@@ -239,22 +239,24 @@ impl Detector {
             })
             .filter_map(|e| {
                 let h = e.last.as_ref()?;
-                // Its magnitude rose once the S wave of what broke reached its nearest station.
-                let nearest_s = e
-                    .members
-                    .iter()
-                    .map(|m| {
-                        let p = &self.positions[m.station];
-                        let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
-                        self.config.travel_times.s(d, h.depth_km)
-                    })
-                    .fold(f64::INFINITY, f64::min);
+                // Its magnitude rose once the S wave of what broke reached its nearest station (asked only of
+                // an event whose magnitude did rise: this runs for every candidate every frame).
+                let breaking_s = e.rose_at_ms.map(|at| {
+                    let nearest_s = e
+                        .members
+                        .iter()
+                        .map(|m| {
+                            let p = &self.positions[m.station];
+                            let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                            self.config.travel_times.s(d, h.depth_km)
+                        })
+                        .fold(f64::INFINITY, f64::min);
+                    (at as f64 / 1000.0 - h.origin - nearest_s).max(0.0)
+                });
                 Some(Prediction {
                     h,
                     magnitude: e.magnitude.map(|m| m.value),
-                    breaking_s: e
-                        .rose_at_ms
-                        .map(|at| (at as f64 / 1000.0 - h.origin - nearest_s).max(0.0)),
+                    breaking_s,
                 })
             })
             .chain(self.aftermaths.iter().map(Aftermath::prediction))
@@ -402,14 +404,9 @@ impl Detector {
                 return false;
             }
         }
-        // A reported quake's own waves, arriving far away sooner than its solution predicts, fit a quake of
-        // their own on the stations they reach first. Most picks about when that quake's P or S wave was due
-        // there, shaking no harder than it explains, are its wavefront — unless beside its source (an
-        // aftershock).
-        let wavefront = sources.iter().any(|source| {
-            if in_aftershock_zone(source.h, source.magnitude, h) {
-                return false;
-            }
+        // Whether most used picks came while `source`'s waves were passing their stations (loosely, see
+        // `reaches_loosely`), at a level it explains there or, with `at_any_level`, at any.
+        let mostly_reached = |source: &Prediction, at_any_level: bool| {
             let reached = used_members
                 .iter()
                 .filter(|m| {
@@ -417,11 +414,18 @@ impl Detector {
                         &self.config.travel_times,
                         &self.positions[m.station],
                         m.pick_ms as f64 / 1000.0,
-                        Some(m.peak),
+                        (!at_any_level).then_some(m.peak),
                     )
                 })
                 .count();
             2 * reached > used
+        };
+        // A reported quake's own waves, arriving far away sooner than its solution predicts, fit a quake of
+        // their own on the stations they reach first. Most picks about when that quake's P or S wave was due
+        // there, shaking no harder than it explains, are its wavefront — unless beside its source (an
+        // aftershock).
+        let wavefront = sources.iter().any(|source| {
+            !in_aftershock_zone(source.h, source.magnitude, h) && mostly_reached(source, false)
         });
         if wavefront {
             return false;
@@ -442,18 +446,7 @@ impl Detector {
         let at_top = magnitude.is_some_and(crate::magnitude::at_top);
         let its_rupture = at_top
             && sources.iter().any(|source| {
-                if !in_aftershock_zone(source.h, source.magnitude, h) {
-                    return false;
-                }
-                let passing = used_members
-                    .iter()
-                    .filter(|m| {
-                        let (station, pick) =
-                            (&self.positions[m.station], m.pick_ms as f64 / 1000.0);
-                        source.reaches_loosely(&self.config.travel_times, station, pick, None)
-                    })
-                    .count();
-                2 * passing > used
+                in_aftershock_zone(source.h, source.magnitude, h) && mostly_reached(source, true)
             });
         if its_rupture {
             return false;
