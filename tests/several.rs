@@ -230,11 +230,22 @@ async fn two_ingesters_and_two_replicas_keep_one_gap_free_cursor_through_kills()
     }
 
     // A channel is out only while no running ingester has it: `b` has them all, so none is. (What the killed
-    // `a` had is forgotten at the next check of a running ingester, within a second or so.)
-    let status = eventually(30, "a's channels forgotten", || async {
-        let status = get_json(&replica_1.url("/status")).await;
-        (status["ingesters"][0]["channels"] == serde_json::json!([])).then_some(status)
-    })
+    // `a` had is forgotten, and its sessions ended, at the next check of a running ingester, within a second
+    // or so; `/status` reads its parts one query each, so a replica applying that check between them can show
+    // the one without the other: wait for both.)
+    let status = eventually(
+        30,
+        "a's channels forgotten and its sessions ended",
+        || async {
+            let status = get_json(&replica_1.url("/status")).await;
+            let forgotten = status["ingesters"][0]["channels"] == serde_json::json!([]);
+            let ended = status["connections"].as_array().is_some_and(|all| {
+                all.iter()
+                    .all(|c| c["ingester"] != "a" || !c["endReason"].is_null())
+            });
+            (forgotten && ended).then_some(status)
+        },
+    )
     .await;
     let sources: Vec<&str> = status["sources"]
         .as_array()
