@@ -13,8 +13,9 @@
 //! from stations just reached, whose emergent P is still building, ran a unit low in the median. A rougher
 //! [`provisional`] estimate from every station reached only tells a quake from a burst before publication.
 //!
-//! Only the stations nearest the hypocentre count (the S wave's peaks decay towards the noise far away), and a
-//! peak at the top of the scale (7.0) is a lower bound, so it counts only when nothing else does.
+//! Only the stations nearest the hypocentre count (the S wave's peaks decay towards the noise far away), but
+//! not those so near a large source that the relation saturates there (see [`sensitive`]), and a peak at the
+//! top of the scale (7.0) is a lower bound, so it counts only when nothing else does.
 
 /// The depth term of the relation is not extrapolated past this depth: fitted to crustal and slab events,
 /// it would make a 600 km deep quake shake the surface a hundred times harder than a shallow one of its size.
@@ -149,15 +150,16 @@ pub struct Estimate {
 /// window (3 s after their P arrival, when an emergent onset has built up); `None` otherwise: the magnitude is
 /// not reported before it can be estimated this well.
 pub fn estimate(peaks: &[PeakAtStation], depth_km: f64) -> Option<Estimate> {
-    by_wave(peaks, depth_km, &|w| (w == Wave::S).then_some(0.0), KIND_S).or_else(|| {
+    let s = |w| (w == Wave::S).then_some(0.0);
+    by_wave(peaks, depth_km, &s, KIND_S, Saturated::Ignored).or_else(|| {
         let settled = |w| (w == Wave::P).then_some(P_TO_S_INTENSITY);
-        by_wave(peaks, depth_km, &settled, KIND_P)
+        by_wave(peaks, depth_km, &settled, KIND_P, Saturated::Ignored)
     })
 }
 
 /// [`estimate`], or before it can be made, a rough one from every station reached, each read for the wave it
-/// shows (a P wave still building reads low; a building S wave is a lower bound): enough to tell a quake of
-/// magnitude 3 from a burst on a few stations, never reported.
+/// shows (a P wave still building reads low; a building S wave is a lower bound) and counted even where the
+/// relation saturates: enough to tell a quake of magnitude 3 from a burst on a few stations, never reported.
 pub fn provisional(peaks: &[PeakAtStation], depth_km: f64) -> Option<Estimate> {
     estimate(peaks, depth_km).or_else(|| {
         let any = |w| match w {
@@ -165,8 +167,17 @@ pub fn provisional(peaks: &[PeakAtStation], depth_km: f64) -> Option<Estimate> {
             Wave::P | Wave::PEarly => Some(P_TO_S_INTENSITY),
             Wave::Neither => None,
         };
-        by_wave(peaks, depth_km, &any, KIND_P)
+        by_wave(peaks, depth_km, &any, KIND_P, Saturated::Counted)
     })
+}
+
+/// Whether a station where the relation saturates counts (see [`sensitive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Saturated {
+    /// Not: its peak does not measure the magnitude (every reported estimate).
+    Ignored,
+    /// As any other: a rough reading, never reported.
+    Counted,
 }
 
 /// The estimate from the stations `contrast` accepts, each peak raised by the contrast it gives for its wave.
@@ -175,6 +186,7 @@ fn by_wave(
     depth_km: f64,
     contrast: &dyn Fn(Wave) -> Option<f64>,
     kind: &'static str,
+    saturated: Saturated,
 ) -> Option<Estimate> {
     let mut qualifying: Vec<PeakAtStation> = peaks
         .iter()
@@ -205,23 +217,40 @@ fn by_wave(
     // The Mw at which the median station's observed intensity equals the predicted one. Solving in intensity
     // rather than taking the median of per-station Mw keeps a station next to a large fault, whose intensity
     // hardly grows with Mw any more, from turning a small intensity error into a large Mw error.
+    //
+    // Near a large source the relation saturates: a station there shakes about as hard whatever the
+    // magnitude, so its peak says nothing of it, and the relation's own error of half a unit there would
+    // move the magnitude by units (site amplification read as an M9.5). At each magnitude tried, only the
+    // stations where the prediction still grows by [`MIN_SENSITIVITY`] per unit of Mw count; with fewer than
+    // two of them the magnitude tried is more than these stations can tell.
+    let counts = |mw: f64, p: &PeakAtStation| {
+        saturated == Saturated::Counted || sensitive(mw, depth_km, p.hypocentral_km)
+    };
     let misfit = |mw: f64| {
         let mut residuals: Vec<f64> = chosen
             .iter()
+            .filter(|p| counts(mw, p))
             .map(|p| p.peak_intensity - predicted_intensity(mw, depth_km, p.hypocentral_km))
             .collect();
-        median(&mut residuals)
+        (residuals.len() >= 2).then(|| median(&mut residuals))
     };
     let (mut low, mut high) = (0.0_f64, MAX_MW);
     for _ in 0..50 {
         let mid = (low + high) / 2.0;
-        if misfit(mid) > 0.0 {
+        if misfit(mid).is_some_and(|m| m > 0.0) {
             low = mid;
         } else {
             high = mid;
         }
     }
+    // The stations must say "no larger" themselves, not fall silent: a magnitude at which the last of them
+    // saturate is where the relation stops measuring, not a measurement.
+    misfit(high)?;
     let mw = (low + high) / 2.0;
+    let chosen: Vec<PeakAtStation> = chosen.into_iter().filter(|p| counts(mw, p)).collect();
+    if chosen.len() < 2 {
+        return None;
+    }
     let mut deviations: Vec<f64> = chosen
         .iter()
         .map(|p| (invert(p.peak_intensity, depth_km, p.hypocentral_km) - mw).abs())
@@ -232,6 +261,20 @@ fn by_wave(
         stations: chosen.len(),
         kind,
     })
+}
+
+/// How much a station's predicted intensity must grow per unit of Mw for its peak to measure the magnitude
+/// (far from the source it grows by about 1; where it grows by less than half that, the relation's error of
+/// half an intensity unit is more than a unit of Mw).
+const MIN_SENSITIVITY: f64 = 0.5;
+
+/// Whether the intensity an event of `mw` predicts `r_km` away still grows by [`MIN_SENSITIVITY`] per unit
+/// of Mw there.
+fn sensitive(mw: f64, depth_km: f64, r_km: f64) -> bool {
+    const STEP: f64 = 0.05;
+    let growth = predicted_intensity(mw + STEP, depth_km, r_km)
+        - predicted_intensity(mw - STEP, depth_km, r_km);
+    growth >= MIN_SENSITIVITY * 2.0 * STEP
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -304,6 +347,29 @@ mod tests {
         .unwrap();
         assert_eq!(e.stations, 2);
         assert!((e.mw - invert(4.0, 10.0, 40.0)).abs() < 1e-9);
+    }
+
+    /// Beside a large source the relation hardly grows with magnitude: peaks there half a unit above it (a
+    /// soft site, another relation's strong shaking) made an M6.8 an M8.4 and, on other draws, an M9.5.
+    #[test]
+    fn peaks_where_the_relation_saturates_say_nothing_of_the_magnitude() {
+        let at = |i: f64, r: f64| PeakAtStation {
+            peak_intensity: i,
+            hypocentral_km: r,
+            wave: Wave::S,
+        };
+        let beside = [at(6.0, 11.0), at(6.3, 13.0), at(5.7, 14.0)];
+        assert_eq!(estimate(&beside, 10.0), None);
+        // Farther stations that the relation does measure by give the magnitude; the saturated ones do not
+        // drag it up.
+        let farther: Vec<PeakAtStation> = [45.0, 50.0, 60.0]
+            .iter()
+            .map(|&r| at(predicted_intensity(6.8, 10.0, r), r))
+            .collect();
+        let all: Vec<PeakAtStation> = beside.iter().chain(&farther).copied().collect();
+        let e = estimate(&all, 10.0).unwrap();
+        assert!((e.mw - 6.8).abs() < 0.05, "{e:?}");
+        assert_eq!(e.stations, 3);
     }
 
     #[test]
