@@ -250,13 +250,19 @@ fn assert_found_and_nothing_else(name: &str) -> crate::score::Score {
     assert_found_and_nothing_else_in(name, 0)
 }
 
-fn assert_found_and_nothing_else_in(name: &str, world: u64) -> crate::score::Score {
+/// [`independent_in`], asserting that it published no false event.
+fn assert_nothing_false_in(name: &str, world: u64) -> crate::score::Score {
     let score = independent_in(name, world);
     assert!(
         score.false_event_ids.is_empty(),
-        "{name}: false events {:?}",
+        "{name} on world {world}: false events {:?}",
         score.false_event_ids
     );
+    score
+}
+
+fn assert_found_and_nothing_else_in(name: &str, world: u64) -> crate::score::Score {
+    let score = assert_nothing_false_in(name, world);
     for outcome in score
         .outcomes
         .iter()
@@ -416,12 +422,7 @@ fn a_larger_quake_soon_after_a_smaller_one_beside_it_is_its_own_event() {
 #[test]
 fn a_second_larger_ruptures_wavefront_is_no_quake_far_away() {
     assert_found_and_nothing_else_in("foreshock-40s-30km-off", 3);
-    let score = independent_in("foreshock-40s-30km-off", 1);
-    assert!(
-        score.false_event_ids.is_empty(),
-        "{:?}",
-        score.false_event_ids
-    );
+    assert_nothing_false_in("foreshock-40s-30km-off", 1);
 }
 
 /// Beside a large inland fault the attenuation relation saturates (the predicted intensity hardly grows with
@@ -468,12 +469,7 @@ fn a_deep_quakes_p_wave_in_clusters_far_apart_is_one_deep_event() {
     let score = assert_found_and_nothing_else_in("japan-sea-m6.0-450km", 4);
     let depth = score.outcomes[0].median_depth_km();
     assert!(depth.is_some_and(|d| d <= 40.0), "{depth:?}");
-    let score = independent_in("japan-sea-m6.0-450km", 1);
-    assert!(
-        score.false_event_ids.is_empty(),
-        "{:?}",
-        score.false_event_ids
-    );
+    assert_nothing_false_in("japan-sea-m6.0-450km", 1);
 }
 
 /// The same deep quake's S wave reaching the Noto stations from the west, on a draw of the truth where its P
@@ -482,12 +478,7 @@ fn a_deep_quakes_p_wave_in_clusters_far_apart_is_one_deep_event() {
 /// of them. Picks that fix no epicentre are no event.
 #[test]
 fn a_deep_quakes_s_wave_seen_from_one_side_fixes_no_epicentre() {
-    let score = independent_in("japan-sea-m6.0-450km", 5);
-    assert!(
-        score.false_event_ids.is_empty(),
-        "{:?}",
-        score.false_event_ids
-    );
+    assert_nothing_false_in("japan-sea-m6.0-450km", 5);
 }
 
 /// A deep quake's depth trades against its distance while only P arrivals locate it: on this draw its P

@@ -242,15 +242,14 @@ impl Detector {
                 // Its magnitude rose once the S wave of what broke reached its nearest station (asked only of
                 // an event whose magnitude did rise: this runs for every candidate every frame).
                 let breaking_s = e.rose_at_ms.map(|at| {
-                    let nearest_s = e
-                        .members
-                        .iter()
-                        .map(|m| {
-                            let p = &self.positions[m.station];
-                            let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
-                            self.config.travel_times.s(d, h.depth_km)
-                        })
-                        .fold(f64::INFINITY, f64::min);
+                    let stations = e.members.iter().map(|m| {
+                        let p = &self.positions[m.station];
+                        (p.latitude, p.longitude)
+                    });
+                    let nearest_s = self
+                        .config
+                        .travel_times
+                        .s(nearest_km(h, stations), h.depth_km);
                     (at as f64 / 1000.0 - h.origin - nearest_s).max(0.0)
                 });
                 Some(Prediction {
