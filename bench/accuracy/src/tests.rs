@@ -425,6 +425,29 @@ fn a_second_larger_ruptures_wavefront_is_no_quake_far_away() {
     assert_nothing_false_in("foreshock-40s-30km-off", 1);
 }
 
+/// Inside a reported quake's shaking, after its S wave, a second quake's P wave need not rise above that
+/// shaking; its S wave does. Read as P arrivals, those S onsets placed the M5.8 twenty-five seconds after its
+/// M6.5 26 km off (world 10) or not at all (world 12), and the offshore M7.4 forty seconds after an M6.8 beside
+/// it at 0 km with its origin 26 s late, a false event (world 18). Read as S onsets where they came, they place
+/// both; the S waves of a great quake's own rupture ending 200 km from its epicentre, which fit a quake there
+/// as well, are not read so (a false M8.2 under Iwate on world 14).
+#[test]
+fn a_quake_seen_by_its_s_onsets_inside_anothers_shaking_is_placed_by_them() {
+    for (name, world) in [
+        ("aftershock-25s-25km", 10),
+        ("aftershock-25s-25km", 12),
+        ("foreshock-40s-30km-off", 18),
+    ] {
+        let score = assert_found_and_nothing_else_in(name, world);
+        let km = score.outcomes[1].final_km;
+        assert!(
+            km.is_some_and(|km| km <= 10.0),
+            "{name} on world {world}: the second quake's final epicentre {km:?} km off"
+        );
+    }
+    assert_nothing_false_in("tokachi-oki-m8.0", 14);
+}
+
 /// Beside a large inland fault the attenuation relation saturates (the predicted intensity hardly grows with
 /// the magnitude), so the first stations' peaks, half a unit above it on these draws of the truth (soft sites,
 /// another intensity relation), made an M6.9, an M7.0 and an M6.8 each an M9.5 (the top of the search) in the

@@ -5,23 +5,25 @@
 use super::*;
 
 impl Prediction<'_> {
-    /// Whether the event explains a trigger at `station` picked at `pick` (seconds; the station unobserved for
-    /// `unseen` seconds before it) with `level` shaking now: as its P arrival (with the pick's distance from
-    /// it), or as its later shaking.
+    /// Whether the event explains `pick`, a trigger at `station` (the station unobserved for `pick.unseen_ms`
+    /// before it) with `level` shaking now: as the onset of the wave it is located with there (with the
+    /// pick's distance from it), or as its later shaking.
     pub(super) fn explains(
         &self,
         model: &Model,
         station: &StationPosition,
-        pick: f64,
-        unseen: f64,
+        pick: &Member,
         level: Option<f64>,
     ) -> Option<(Phase, f64)> {
         let h = self.h;
+        let (unseen, wave) = (pick.unseen_ms as f64 / 1000.0, pick.wave(self.onsets));
+        let pick = pick.pick_ms as f64 / 1000.0;
         let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
         let tp = model.p(d, h.depth_km);
         let ts = model.s(d, h.depth_km);
-        let (early, late) = p_window(tp);
-        let off_p = pick - (h.origin + tp);
+        let onset = wave.travel(model, d, h.depth_km);
+        let (early, late) = arrival_window(wave, onset);
+        let off = pick - (h.origin + onset);
         // Far from a solution its arrival times are only as good as its epicentre: a distant quake located
         // loosely from one side predicts its wavefront's arrival across the country tens of seconds off.
         let slack = if d > FAR_STATION_KM {
@@ -29,18 +31,18 @@ impl Prediction<'_> {
         } else {
             0.0
         };
-        if (-early - slack..=late + slack).contains(&off_p) {
-            return Some((Phase::P, off_p.abs()));
+        if (-early - slack..=late + slack).contains(&off) {
+            return Some((Phase::Onset, off.abs()));
         }
         // A station unobserved for seconds (lost images, an outage) is picked at the first second it is seen
         // risen: its P wave may have come any time before. That is this event's arrival, too loose in time to
         // locate with (after an outage, the ring of stations the wave reached meanwhile, all picked at once,
         // fits a source far below the event).
-        if (late + slack..=late + slack + unseen).contains(&off_p) {
-            return Some((Phase::Later, off_p - unseen));
+        if (late + slack..=late + slack + unseen).contains(&off) {
+            return Some((Phase::Later, off - unseen));
         }
         self.passing(d, tp, ts, pick, level, 1.0)
-            .then_some((Phase::Later, off_p.abs()))
+            .then_some((Phase::Later, (pick - (h.origin + tp)).abs()))
     }
 
     /// Whether the event's P or S wave (or their codas) may have reached `station` at `pick` (seconds) with
@@ -113,6 +115,7 @@ impl Aftermath {
             h: &self.h,
             magnitude: self.magnitude,
             breaking_s: None,
+            onsets: Arrival::P,
         }
     }
 }
@@ -123,22 +126,17 @@ impl Detector {
             h,
             magnitude: event.magnitude.map(|m| m.value),
             breaking_s: None,
+            onsets: event.onsets,
         })
     }
 
     /// Whether a recently closed event's waves explain a trigger.
-    pub(super) fn in_aftermath(&self, station: usize, pick_ms: i64, unseen_ms: i64) -> bool {
-        let here = &self.positions[station];
-        let level = self.latest[station];
+    pub(super) fn in_aftermath(&self, pick: &Member) -> bool {
+        let here = &self.positions[pick.station];
+        let level = self.latest[pick.station];
         self.aftermaths.iter().any(|a| {
             a.prediction()
-                .explains(
-                    &self.config.travel_times,
-                    here,
-                    pick_ms as f64 / 1000.0,
-                    unseen_ms as f64 / 1000.0,
-                    level,
-                )
+                .explains(&self.config.travel_times, here, pick, level)
                 .is_some()
         })
     }
@@ -153,6 +151,7 @@ impl Detector {
     ) -> Member {
         // The bottom of the scale when the triggering frame has no reading for it (a dropout).
         let level = self.latest[station].unwrap_or(-3.0);
+        let sources: Vec<Prediction> = self.reported_sources(None).collect();
         Member {
             station,
             pick_ms,
@@ -163,6 +162,8 @@ impl Detector {
             expires_ms: now_ms + membership_ms(level),
             active: true,
             s_pick_ms: None,
+            inside: self.shaking_before(station, pick_ms)
+                && self.after_s_of_any(station, pick_ms, &sources),
         }
     }
 
@@ -175,9 +176,9 @@ impl Detector {
             let h = e
                 .last
                 .as_ref()
-                .filter(|h| !e.done && h.depth_km >= DEEP_KM)?;
+                .filter(|h| !e.done && h.depth_km >= DEEP_KM && e.onsets == Arrival::P)?;
             let k = e.members.iter().position(|m| {
-                m.station == station && m.phase == Phase::P && m.s_pick_ms.is_none()
+                m.station == station && m.phase == Phase::Onset && m.s_pick_ms.is_none()
             })?;
             let d = distance_km(h.latitude, h.longitude, here.latitude, here.longitude);
             let predicted = model.s(d, h.depth_km) - model.p(d, h.depth_km);
@@ -200,35 +201,34 @@ impl Detector {
     /// belongs to.
     pub(super) fn associate(&mut self, station: usize, pick_ms: i64, unseen_ms: i64, now_ms: i64) {
         let here = self.positions[station];
-        let (pick, unseen) = (pick_ms as f64 / 1000.0, unseen_ms as f64 / 1000.0);
         let level = self.latest[station];
         // 0. A deep event's S onset on one of its P stations.
         if self.s_onset(station, pick_ms, now_ms) {
             return;
         }
+        let mut member = self.member(station, pick_ms, unseen_ms, Phase::Onset, now_ms);
         // 1. An open, located event that explains it: a P arrival before a later phase, the closest fit first.
         let explained = self
             .events
             .iter()
             .enumerate()
-            .filter(|(_, e)| !e.done && e.p_picks() >= 3)
+            .filter(|(_, e)| !e.done && e.onset_picks() >= 3)
             .filter_map(|(i, e)| {
                 let (phase, off) = Self::prediction(e)?.explains(
                     &self.config.travel_times,
                     &here,
-                    pick,
-                    unseen,
+                    &member,
                     level,
                 )?;
                 Some((i, phase, off))
             })
             .min_by(|a, b| {
-                (a.1 != Phase::P, a.2)
-                    .partial_cmp(&(b.1 != Phase::P, b.2))
+                (a.1 != Phase::Onset, a.2)
+                    .partial_cmp(&(b.1 != Phase::Onset, b.2))
                     .unwrap_or(std::cmp::Ordering::Equal)
             });
         if let Some((i, phase, _)) = explained {
-            let member = self.member(station, pick_ms, unseen_ms, phase, now_ms);
+            member.phase = phase;
             let event = &mut self.events[i];
             let near = event.last.as_ref().is_none_or(|h| {
                 distance_km(h.latitude, h.longitude, here.latitude, here.longitude)
@@ -240,7 +240,7 @@ impl Detector {
             return;
         }
         // 2. The waves of an event that just ended.
-        if self.in_aftermath(station, pick_ms, unseen_ms) {
+        if self.in_aftermath(&member) {
             self.trigger.reset(station);
             return;
         }
@@ -249,7 +249,7 @@ impl Detector {
             .events
             .iter()
             .enumerate()
-            .filter(|(_, e)| !e.done && (e.last.is_none() || e.p_picks() < MATURE_PICKS))
+            .filter(|(_, e)| !e.done && (e.last.is_none() || e.onset_picks() < MATURE_PICKS))
             .filter_map(|(i, e)| {
                 e.active()
                     .map(|m| {
@@ -261,7 +261,6 @@ impl Detector {
             })
             .filter(|(_, d)| *d <= CLUSTER_KM)
             .min_by(|a, b| a.1.total_cmp(&b.1));
-        let member = self.member(station, pick_ms, unseen_ms, Phase::P, now_ms);
         match nearest {
             Some((i, _)) => {
                 if self.events[i].join(member) {
@@ -291,6 +290,7 @@ impl Detector {
                     located_arrivals: 0,
                     last_reported: None,
                     p_window_mw: None,
+                    onsets: Arrival::P,
                     first_mw: None,
                     rose_at_ms: None,
                     done: false,
@@ -313,8 +313,7 @@ impl Detector {
                     .explains(
                         &self.config.travel_times,
                         &self.positions[m.station],
-                        m.pick_ms as f64 / 1000.0,
-                        m.unseen_ms as f64 / 1000.0,
+                        m,
                         Some(m.peak),
                     )
                     .map(|(phase, _)| phase)
@@ -340,14 +339,14 @@ impl Detector {
                 if i == j || old.done || (old.reports == 0 && i > j) {
                     continue;
                 }
-                if let Some(prediction) = Self::prediction(old).filter(|_| old.p_picks() >= 3) {
+                if let Some(prediction) = Self::prediction(old).filter(|_| old.onset_picks() >= 3) {
                     let phases = self.explained_members(young, &prediction);
                     if majority(&phases) {
                         absorb = Some((i, phases));
                         break;
                     }
                 }
-                let settled = old.last.is_some() && old.p_picks() >= MATURE_PICKS;
+                let settled = old.last.is_some() && old.onset_picks() >= MATURE_PICKS;
                 let together = match (&old.last, &young.last) {
                     (Some(x), Some(y)) => {
                         distance_km(x.latitude, x.longitude, y.latitude, y.longitude)
@@ -368,7 +367,7 @@ impl Detector {
                     }
                 };
                 if together {
-                    absorb = Some((i, vec![Some(Phase::P); young.members.len()]));
+                    absorb = Some((i, vec![Some(Phase::Onset); young.members.len()]));
                     break;
                 }
             }
@@ -406,15 +405,11 @@ impl Detector {
                 let e = &self.events[i];
                 !e.done
                     && e.reports == 0
-                    && e.p_picks() < MATURE_PICKS
-                    && e.members.iter().all(|m| m.phase == Phase::P)
+                    && e.onset_picks() < MATURE_PICKS
+                    && e.members.iter().all(|m| m.phase == Phase::Onset)
                     // A P wave reaches quiet stations: rises on stations shaking long before them are
                     // another quake's later waves.
-                    && e.members.iter().all(|m| {
-                        self.levels
-                            .rising_since(m.station)
-                            .is_none_or(|since| since >= m.pick_ms - SHAKING_BEFORE_MS)
-                    })
+                    && !e.members.iter().any(|m| self.shaking_before(m.station, m.pick_ms))
             })
             .collect();
         // Only a new pick can change the answer.

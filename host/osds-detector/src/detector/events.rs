@@ -26,15 +26,18 @@ impl Event {
         }
     }
 
-    pub(super) fn p_picks(&self) -> usize {
-        self.members.iter().filter(|m| m.phase == Phase::P).count()
+    pub(super) fn onset_picks(&self) -> usize {
+        self.members
+            .iter()
+            .filter(|m| m.phase == Phase::Onset)
+            .count()
     }
 
-    /// P picks and their stations' S onsets: what a location is made of.
+    /// Onsets and a deep event's S onsets on their stations: what a location is made of.
     pub(super) fn arrivals(&self) -> usize {
         self.members
             .iter()
-            .filter(|m| m.phase == Phase::P)
+            .filter(|m| m.phase == Phase::Onset)
             .map(|m| 1 + usize::from(m.s_pick_ms.is_some()))
             .sum()
     }
@@ -153,12 +156,14 @@ impl Detector {
         }
         let stations = event.active().count();
         let mut status = event.status;
-        // A new location when P picks or S onsets came (later phases do not move it), or while silent stations
+        // A new location when onsets or a deep event's S onsets came (later phases do not move it), or while
+        // silent stations
         // still count.
         let relocate = event.arrivals() != event.located_arrivals
-            || event.p_picks() < crate::locate::NON_ARRIVAL_PICKS;
-        if relocate && let Some((h, located)) = self.locate(index, now_ms) {
+            || event.onset_picks() < crate::locate::NON_ARRIVAL_PICKS;
+        if relocate && let Some((h, located, onsets)) = self.locate(index, now_ms) {
             let event = &mut self.events[index];
+            event.onsets = onsets;
             event.located_arrivals = event.arrivals();
             event
                 .positions
@@ -256,6 +261,7 @@ impl Detector {
                     h,
                     magnitude: e.magnitude.map(|m| m.value),
                     breaking_s,
+                    onsets: e.onsets,
                 })
             })
             .chain(self.aftermaths.iter().map(Aftermath::prediction))
@@ -377,22 +383,11 @@ impl Detector {
         // wave there, make no new quake, unless beside that quake's source (an aftershock, seen by its S).
         // Before the S wave, a rise is what that quake cannot explain: a second quake inside its wavefront.
         let sources: Vec<Prediction> = self.reported_sources(Some(event)).collect();
-        let after_s = |m: &Member| {
-            let p = &self.positions[m.station];
-            sources.iter().any(|source| {
-                let o = source.h;
-                let d = distance_km(o.latitude, o.longitude, p.latitude, p.longitude);
-                let ts = self.config.travel_times.s(d, o.depth_km);
-                m.pick_ms as f64 / 1000.0 >= o.origin + ts - s_window(ts).0
-            })
-        };
         let later_waves = used_members
             .iter()
             .filter(|m| {
-                self.levels
-                    .rising_since(m.station)
-                    .is_some_and(|since| since < m.pick_ms - SHAKING_BEFORE_MS)
-                    && (sources.is_empty() || after_s(m))
+                self.shaking_before(m.station, m.pick_ms)
+                    && (sources.is_empty() || self.after_s_of_any(m.station, m.pick_ms, &sources))
             })
             .count();
         if 2 * later_waves > used {
@@ -461,7 +456,7 @@ impl Detector {
                         distance_km(o.latitude, o.longitude, p.latitude, p.longitude) > OUTSIDE_KM
                     })
                 });
-            let located = other.last.is_some() && other.p_picks() >= 3 && !outside;
+            let located = other.last.is_some() && other.onset_picks() >= 3 && !outside;
             if std::ptr::eq(other, event) || located {
                 for m in &other.members {
                     claimed[m.station] = true;
@@ -516,7 +511,31 @@ impl Detector {
         crate::consistency::check(&candidate, &around, now).plausible(members.len())
     }
 
-    /// Labels every member P or later phase by the latest location (a young event's stay P).
+    /// Whether `station` stood above its quiet level long before a pick at `pick_ms`: shaking already.
+    pub(super) fn shaking_before(&self, station: usize, pick_ms: i64) -> bool {
+        self.levels
+            .rising_since(station)
+            .is_some_and(|since| since < pick_ms - SHAKING_BEFORE_MS)
+    }
+
+    /// Whether a pick at `station` at `pick_ms` came after one of `sources`' S waves reached it.
+    pub(super) fn after_s_of_any(
+        &self,
+        station: usize,
+        pick_ms: i64,
+        sources: &[Prediction],
+    ) -> bool {
+        let p = &self.positions[station];
+        sources.iter().any(|source| {
+            let o = source.h;
+            let d = distance_km(o.latitude, o.longitude, p.latitude, p.longitude);
+            let ts = self.config.travel_times.s(d, o.depth_km);
+            pick_ms as f64 / 1000.0 >= o.origin + ts - s_window(ts).0
+        })
+    }
+
+    /// Labels every member an onset (of the wave the event is located with there) or a later phase by the
+    /// latest location (a young event's stay onsets).
     pub(super) fn classify(&mut self, index: usize) {
         let positions = &self.positions;
         let event = &mut self.events[index];
@@ -524,15 +543,23 @@ impl Detector {
         if event.members.len() < MATURE_PICKS {
             return;
         }
+        // S onsets count only near the source (see `S_ONSET_SPAN_KM`).
+        let nearest = nearest_km(
+            h,
+            event.members.iter().map(|m| {
+                let p = &positions[m.station];
+                (p.latitude, p.longitude)
+            }),
+        );
         for member in &mut event.members {
             let p = &positions[member.station];
-            let tp = self.config.travel_times.p(
-                distance_km(h.latitude, h.longitude, p.latitude, p.longitude),
-                h.depth_km,
-            );
-            let off = member.pick_ms as f64 / 1000.0 - (h.origin + tp);
-            member.phase = if is_p(off, tp) {
-                Phase::P
+            let wave = member.wave(event.onsets);
+            let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+            let travel = wave.travel(&self.config.travel_times, d, h.depth_km);
+            let off = member.pick_ms as f64 / 1000.0 - (h.origin + travel);
+            let near = wave == Arrival::P || d <= nearest + S_ONSET_SPAN_KM;
+            member.phase = if near && is_arrival(wave, off, travel) {
+                Phase::Onset
             } else {
                 Phase::Later
             };

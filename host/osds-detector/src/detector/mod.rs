@@ -127,6 +127,11 @@ const FAR_APPARENT_KM_S: f64 = 8.0;
 const OUTSIDE_KM: f64 = 300.0;
 /// A station standing above its quiet level this long before its pick was shaking already (see `publishable`).
 const SHAKING_BEFORE_MS: i64 = 10_000;
+/// An event read by its S onsets ([`Event::onsets`]) locates with those of its stations within this distance
+/// beyond its nearest: farther, the tables' S travel times err by seconds (see [`s_window`]), and a rise inside
+/// another quake's shaking is as likely that quake's own later waves (an M6.5's S wave from the far end of its
+/// fault, 120-140 km from its M5.8 aftershock, as the aftershock's S onsets came on its nearest stations).
+const S_ONSET_SPAN_KM: f64 = 100.0;
 /// Silent stations this close to an event's centre count against trial points that would have reached them.
 const SILENT_STATION_KM: f64 = 200.0;
 
@@ -146,9 +151,18 @@ fn s_window(travel: f64) -> (f64, f64) {
     (early + 0.03 * travel, late)
 }
 
-/// Whether a pick `off` seconds after a predicted P arrival `travel` seconds after the origin is that arrival.
-fn is_p(off: f64, travel: f64) -> bool {
-    let (early, late) = p_window(travel);
+/// How far a pick may sit before and after a predicted arrival of `wave`, `travel` seconds after the origin.
+fn arrival_window(wave: Arrival, travel: f64) -> (f64, f64) {
+    match wave {
+        Arrival::P => p_window(travel),
+        Arrival::S => s_window(travel),
+    }
+}
+
+/// Whether a pick `off` seconds after a predicted arrival of `wave` `travel` seconds after the origin is that
+/// arrival.
+fn is_arrival(wave: Arrival, off: f64, travel: f64) -> bool {
+    let (early, late) = arrival_window(wave, travel);
     (-early..=late).contains(&off)
 }
 
@@ -157,9 +171,12 @@ fn fault_length_km(mw: f64) -> f64 {
     10f64.powf(0.5 * mw - 1.85)
 }
 
-/// Seconds the fault of an event of `mw` takes to break (its length at 2.5 km/s).
+/// How fast a fault breaks (km/s).
+const RUPTURE_KM_S: f64 = 2.5;
+
+/// Seconds the fault of an event of `mw` takes to break (its length at [`RUPTURE_KM_S`]).
 fn rupture_seconds(mw: f64) -> f64 {
-    fault_length_km(mw) / 2.5
+    fault_length_km(mw) / RUPTURE_KM_S
 }
 
 /// How far from a quake's epicentre its aftershocks start: twice its fault's length (Utsu), at least 50 km.
@@ -238,7 +255,10 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          100 km 10 s; new stations within 300 km keep an event open; grid 0.4/0.1/0.04 deg within 2 deg, \
          weights floor 20 km, depth 10 fixed <3, cap 130 <5, 150 <8, else 700, and at most 4x the picks' \
          aperture (60 km floor); 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < \
-         20 picks, cap 2 s; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
+         20 picks, cap 2 s; picks on stations shaking 10 s before them after a reported event's S: also \
+         located as S onsets (within 100 km beyond the nearest), kept when no larger share set aside and rms \
+         0.25 s better (hysteresis), in its aftershock zone and after its rupture front at 2.5 km/s could \
+         reach; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
          not at the cap or the search's edge or with a 300 km uncertainty, a pick within 150 km (or the depth), 2 locations agreeing \
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
          shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, 80 % in one frame: not before \
@@ -283,8 +303,8 @@ fn azimuth_gap(azimuths: impl Iterator<Item = f64>) -> f64 {
 /// Which wave a member's pick is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// The P arrival: located with.
-    P,
+    /// The arrival of the wave the event is located with ([`Event::onsets`]: its P wave, or its S wave).
+    Onset,
     /// A later part of the event's shaking (an S onset, its coda): evidence and magnitude, not location.
     Later,
 }
@@ -303,6 +323,17 @@ struct Member {
     active: bool,
     /// A deep event's S onset at this station (a P member), which locates it with the P pick.
     s_pick_ms: Option<i64>,
+    /// Picked on a station shaking long before, after a reported quake's S wave had reached it: inside that
+    /// quake's shaking, where another quake's P wave need not rise above it (see [`Event::onsets`]).
+    inside: bool,
+}
+
+impl Member {
+    /// The wave its pick is the onset of, for an event whose onsets are `onsets`: S only inside another
+    /// quake's shaking (elsewhere a quake's P wave does rise).
+    fn wave(&self, onsets: Arrival) -> Arrival {
+        if self.inside { onsets } else { Arrival::P }
+    }
 }
 
 /// The epicentral distance (km) from `h` of the nearest of `stations` (latitude, longitude).
@@ -363,6 +394,10 @@ struct Event {
     last_reported: Option<ReportKey>,
     /// The latest P-window magnitude of a candidate: what its S wave must bear out (see `publishable`).
     p_window_mw: Option<f64>,
+    /// The wave its picks inside a reported quake's shaking are the onsets of ([`Member::wave`]): P, or S for
+    /// a quake whose P wave did not rise above that shaking where its S wave did (see
+    /// [`Detector::onsets_to_try`]), as its latest location read them.
+    onsets: Arrival,
     /// Its first magnitude, and when its magnitude last rose while [`STILL_BREAKING_RISE`] or more above
     /// that: a great fault breaking on, or a second rupture beside it, keeps raising it for longer than the
     /// first magnitude's rupture lasts.
@@ -381,6 +416,8 @@ struct Prediction<'a> {
     /// Seconds after the origin its fault has been seen breaking, where that is known: as long as its
     /// magnitude kept rising (see `Event::rose_at_ms`).
     breaking_s: Option<f64>,
+    /// The wave its picks are the onsets of (see `Event::onsets`).
+    onsets: Arrival,
 }
 
 /// A closed event whose waves may still be passing.

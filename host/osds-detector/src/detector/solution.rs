@@ -38,13 +38,18 @@ impl Detector {
         }
     }
 
-    /// Locates an event from its P picks (all its picks while it is young), the nearest to its previous
-    /// solution first. Returns the hypocentre and the members it located with.
-    pub(super) fn locate(&self, index: usize, now_ms: i64) -> Option<(Hypocentre, Vec<usize>)> {
+    /// Locates an event from its onsets (all its picks while it is young), the nearest to its previous
+    /// solution first, as arrivals of the wave that explains them best of [`Detector::onsets_to_try`].
+    /// Returns the hypocentre, the members it located with, and that wave.
+    pub(super) fn locate(
+        &self,
+        index: usize,
+        now_ms: i64,
+    ) -> Option<(Hypocentre, Vec<usize>, Arrival)> {
         let event = &self.events[index];
-        let young = event.p_picks() < MATURE_PICKS || event.last.is_none();
+        let young = event.onset_picks() < MATURE_PICKS || event.last.is_none();
         let mut candidates: Vec<usize> = (0..event.members.len())
-            .filter(|&i| young || event.members[i].phase == Phase::P)
+            .filter(|&i| young || event.members[i].phase == Phase::Onset)
             .collect();
         let first = candidates
             .iter()
@@ -79,24 +84,27 @@ impl Detector {
             }
             candidates = chosen;
         }
-        // The P picks (in `candidates`' order: the solution's residuals and `used` follow it), then the S
-        // onsets of the same stations.
-        let arrivals = |wave: Arrival| {
-            candidates.iter().filter_map(move |&i| {
+        // The picks of `chosen` as arrivals of `onsets` (in its order: the solution's residuals and `used`
+        // follow it), then a deep event's S onsets on the same stations.
+        let picks = |chosen: &[usize], onsets: Arrival| -> Vec<Pick> {
+            let pick = |i: usize, arrival: Arrival, at: i64| Pick {
+                arrival,
+                latitude: self.positions[event.members[i].station].latitude,
+                longitude: self.positions[event.members[i].station].longitude,
+                at: at as f64 / 1000.0,
+            };
+            let onset = chosen.iter().map(|&i| {
                 let m = &event.members[i];
-                let at = match wave {
-                    Arrival::P => Some(m.pick_ms),
-                    Arrival::S => m.s_pick_ms,
-                }?;
-                Some(Pick {
-                    arrival: wave,
-                    latitude: self.positions[m.station].latitude,
-                    longitude: self.positions[m.station].longitude,
-                    at: at as f64 / 1000.0,
-                })
-            })
+                pick(i, m.wave(onsets), m.pick_ms)
+            });
+            let s_onsets = chosen.iter().filter_map(|&i| {
+                let at = event.members[i]
+                    .s_pick_ms
+                    .filter(|_| onsets == Arrival::P)?;
+                Some(pick(i, Arrival::S, at))
+            });
+            onset.chain(s_onsets).collect()
         };
-        let picks: Vec<Pick> = arrivals(Arrival::P).chain(arrivals(Arrival::S)).collect();
         // Silent stations near the event count against trial points that would have reached them.
         let members: std::collections::HashSet<usize> =
             event.members.iter().map(|m| m.station).collect();
@@ -119,14 +127,75 @@ impl Detector {
             })
             .collect();
         let center = previous.map(|h| (h.latitude, h.longitude));
-        let h = locate_near(
-            &self.config.travel_times,
-            &picks,
-            &quiet,
-            now_ms as f64 / 1000.0,
-            center,
-        )?;
-        Some((h, candidates))
+        // Read as S onsets, only the stations nearest the source say when its S wave came (see
+        // `S_ONSET_SPAN_KM`).
+        let nearest = candidates.first().map_or(0.0, from_center);
+        let near_s_onsets: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|i| !event.members[*i].inside || from_center(i) <= nearest + S_ONSET_SPAN_KM)
+            .collect();
+        self.onsets_to_try(event, &candidates)
+            .into_iter()
+            .filter_map(|onsets| {
+                let chosen = if onsets == Arrival::P {
+                    &candidates
+                } else {
+                    &near_s_onsets
+                };
+                // Stations silent inside another quake's shaking say nothing of when an S wave reached them:
+                // it need not rise above that shaking.
+                let quiet: &[Quiet] = if onsets == Arrival::P { &quiet } else { &[] };
+                let h = locate_near(
+                    &self.config.travel_times,
+                    &picks(chosen, onsets),
+                    quiet,
+                    now_ms as f64 / 1000.0,
+                    center,
+                )?;
+                // Read as S onsets they must be a quake beside one whose shaking they came in, and after it:
+                // later than that quake's fault, breaking on, could have reached there (a great quake's
+                // rupture ending 200 km from its epicentre 70 s later sends S waves that fit a quake there).
+                let fits = onsets == Arrival::P
+                    || self.reported_sources(Some(event)).any(|source| {
+                        let o = source.h;
+                        let apart = distance_km(o.latitude, o.longitude, h.latitude, h.longitude);
+                        h.origin > o.origin + apart / RUPTURE_KM_S
+                            && in_aftershock_zone(o, source.magnitude, &h)
+                    });
+                fits.then(|| (h, onsets, chosen.clone()))
+            })
+            // The wave the event was read with so far (P at first), unless the other sets aside no larger a
+            // share of its picks and fits them clearly better (by more than a solution's own tolerance: a few
+            // picks fit either).
+            .reduce(|a, b| {
+                // The share of its picks a solution set aside (as outliers).
+                let aside = |h: &Hypocentre| {
+                    h.used.iter().filter(|u| !**u).count() as f64 / h.used.len().max(1) as f64
+                };
+                let (kept, other) = if b.1 == event.onsets { (b, a) } else { (a, b) };
+                let better = aside(&other.0) <= aside(&kept.0)
+                    && other.0.rms_seconds + crate::locate::UNCERTAINTY_SCORE_S
+                        < kept.0.rms_seconds;
+                if better { other } else { kept }
+            })
+            .map(|(h, onsets, chosen)| (h, chosen, onsets))
+    }
+
+    /// The waves an event's picks (its members `candidates`) may be the onsets of: P, and S as well when most
+    /// of them came on stations shaking long before, after a reported quake's S wave had reached them (inside
+    /// that quake's shaking a second quake's weaker P wave does not rise above it; its S wave does, and read
+    /// as P it places the quake late and shallow), or when they were read as S so far.
+    pub(super) fn onsets_to_try(&self, event: &Event, candidates: &[usize]) -> Vec<Arrival> {
+        let inside = candidates
+            .iter()
+            .filter(|&&i| event.members[i].inside)
+            .count();
+        if 2 * inside > candidates.len() || event.onsets == Arrival::S {
+            vec![Arrival::P, Arrival::S]
+        } else {
+            vec![Arrival::P]
+        }
     }
 
     /// The solution for an event's current state, or `None` when nothing a consumer cares about changed
@@ -168,7 +237,7 @@ impl Detector {
             .members
             .iter()
             .map(|m| Pick {
-                arrival: Arrival::P,
+                arrival: m.wave(event.onsets),
                 latitude: self.positions[m.station].latitude,
                 longitude: self.positions[m.station].longitude,
                 at: m.pick_ms as f64 / 1000.0,
