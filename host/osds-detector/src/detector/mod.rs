@@ -257,7 +257,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          aperture (60 km floor); 25 nearest + 15 spread to 600 km P picks; non-arrival inside reach while < \
          20 picks, cap 2 s; picks on stations shaking 10 s before them after a reported event's S: also \
          located as S onsets (within 100 km beyond the nearest), kept when no larger share set aside and rms \
-         0.25 s better (hysteresis), in its aftershock zone and after its rupture front at 2.5 km/s could \
+         over the picks both use 0.25 s better (hysteresis), in its aftershock zone and after its rupture front at 2.5 km/s could \
          reach; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
          not at the cap or the search's edge or with a 300 km uncertainty, a pick within 150 km (or the depth), 2 locations agreeing \
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \

@@ -166,17 +166,25 @@ impl Detector {
                 fits.then(|| (h, onsets, chosen.clone()))
             })
             // The wave the event was read with so far (P at first), unless the other sets aside no larger a
-            // share of its picks and fits them clearly better (by more than a solution's own tolerance: a few
-            // picks fit either).
+            // share of its picks and fits the picks both locate with clearly better (by more than a solution's
+            // own tolerance: a few picks fit either).
             .reduce(|a, b| {
                 // The share of its picks a solution set aside (as outliers).
                 let aside = |h: &Hypocentre| {
                     h.used.iter().filter(|u| !**u).count() as f64 / h.used.len().max(1) as f64
                 };
+                // The rms over the picks both readings locate with (the S one only those near the source).
+                let rms = |(h, _, chosen): &(Hypocentre, Arrival, Vec<usize>)| {
+                    let (n, sum) = chosen
+                        .iter()
+                        .zip(h.residuals.iter().zip(&h.used))
+                        .filter(|(i, (_, used))| **used && near_s_onsets.contains(i))
+                        .fold((0usize, 0.0), |(n, sum), (_, (r, _))| (n + 1, sum + r * r));
+                    (sum / n.max(1) as f64).sqrt()
+                };
                 let (kept, other) = if b.1 == event.onsets { (b, a) } else { (a, b) };
                 let better = aside(&other.0) <= aside(&kept.0)
-                    && other.0.rms_seconds + crate::locate::UNCERTAINTY_SCORE_S
-                        < kept.0.rms_seconds;
+                    && rms(&other) + crate::locate::UNCERTAINTY_SCORE_S < rms(&kept);
                 if better { other } else { kept }
             })
             .map(|(h, onsets, chosen)| (h, chosen, onsets))
