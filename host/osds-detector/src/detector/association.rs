@@ -151,7 +151,6 @@ impl Detector {
     ) -> Member {
         // The bottom of the scale when the triggering frame has no reading for it (a dropout).
         let level = self.latest[station].unwrap_or(-3.0);
-        let sources: Vec<Prediction> = self.reported_sources(None).collect();
         Member {
             station,
             pick_ms,
@@ -162,8 +161,11 @@ impl Detector {
             expires_ms: now_ms + membership_ms(level),
             active: true,
             s_pick_ms: None,
-            inside: self.shaking_before(station, pick_ms)
-                && self.after_s_of_any(station, pick_ms, &sources),
+            // The reported sources are gathered only for a station already shaking (most triggers are not).
+            inside: self.shaking_before(station, pick_ms) && {
+                let sources: Vec<Prediction> = self.reported_sources(None).collect();
+                self.after_s_of_any(station, pick_ms, &sources)
+            },
         }
     }
 
