@@ -514,6 +514,32 @@ fn a_deep_quakes_s_onsets_locate_it() {
     assert!(depth.is_some_and(|d| d <= 40.0), "{depth:?}");
 }
 
+/// The same deep quake on draws where its weak P wave, a minute on through the mantle, was picked on a few
+/// stations seconds apart and made no event: its S wave, picked on 40 stations 250-600 km from its epicentre,
+/// read as P onsets fits a shallower source out at sea, outside the network and more than a minute late (no
+/// event; the quake missed). Read as S onsets, with the stations that picked when its P wave was due there,
+/// it is found and placed.
+#[test]
+fn a_deep_quake_far_at_sea_is_found_by_its_s_wave() {
+    for world in [1, 3, 9, 10] {
+        let score = assert_found_and_nothing_else_in("japan-sea-m6.0-450km", world);
+        let outcome = &score.outcomes[0];
+        let (km, depth) = (outcome.final_km, outcome.median_depth_km());
+        assert!(
+            km.is_some_and(|km| km <= 25.0) && depth.is_some_and(|d| d <= 40.0),
+            "world {world}: final epicentre {km:?} km off, median depth {depth:?} km off"
+        );
+    }
+}
+
+/// A distant great quake's P wavefront crosses every station: its S wave, read as a deep quake's S onsets, put
+/// that deep source's P arrival where a dozen of those picks were (world 11: an M5.9 published 600 km under
+/// the Sanriku coast). The picks an event located outside the network took are that quake's.
+#[test]
+fn a_distant_quakes_p_wavefront_is_no_deep_quakes_p_wave() {
+    assert_nothing_false_in("kurils-m8.3", 11);
+}
+
 /// Images published 1-2 s late, some lost, and an outage of seconds while the event is under way: the event
 /// goes on, not interrupted, and its reports carry when they would have been published.
 #[test]

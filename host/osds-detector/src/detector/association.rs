@@ -16,7 +16,13 @@ impl Prediction<'_> {
         level: Option<f64>,
     ) -> Option<(Phase, f64)> {
         let h = self.h;
-        let (unseen, wave) = (pick.unseen_ms as f64 / 1000.0, pick.wave(self.onsets));
+        // A deep quake far away read by its S onsets: its P wave has long passed, a new pick is its S onset.
+        let wave = if self.reading == Reading::FarS {
+            Arrival::S
+        } else {
+            pick.wave(self.reading)
+        };
+        let unseen = pick.unseen_ms as f64 / 1000.0;
         let pick = pick.pick_ms as f64 / 1000.0;
         let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
         let tp = model.p(d, h.depth_km);
@@ -115,7 +121,7 @@ impl Aftermath {
             h: &self.h,
             magnitude: self.magnitude,
             breaking_s: None,
-            onsets: Arrival::P,
+            reading: Reading::P,
         }
     }
 }
@@ -126,7 +132,7 @@ impl Detector {
             h,
             magnitude: event.magnitude.map(|m| m.value),
             breaking_s: None,
-            onsets: event.onsets,
+            reading: event.reading,
         })
     }
 
@@ -161,6 +167,7 @@ impl Detector {
             expires_ms: now_ms + membership_ms(level),
             active: true,
             s_pick_ms: None,
+            far_s: false,
             // The reported sources are gathered only for a station already shaking (most triggers are not).
             inside: self.shaking_before(station, pick_ms) && {
                 let sources: Vec<Prediction> = self.reported_sources(None).collect();
@@ -178,7 +185,7 @@ impl Detector {
             let h = e
                 .last
                 .as_ref()
-                .filter(|h| !e.done && h.depth_km >= DEEP_KM && e.onsets == Arrival::P)?;
+                .filter(|h| !e.done && h.depth_km >= DEEP_KM && e.reading == Reading::P)?;
             let k = e.members.iter().position(|m| {
                 m.station == station && m.phase == Phase::Onset && m.s_pick_ms.is_none()
             })?;
@@ -232,6 +239,7 @@ impl Detector {
         if let Some((i, phase, _)) = explained {
             member.phase = phase;
             let event = &mut self.events[i];
+            member.far_s = event.reading == Reading::FarS && phase == Phase::Onset;
             let near = event.last.as_ref().is_none_or(|h| {
                 distance_km(h.latitude, h.longitude, here.latitude, here.longitude)
                     <= NEW_STATION_KM
@@ -292,7 +300,7 @@ impl Detector {
                     located_arrivals: 0,
                     last_reported: None,
                     p_window_mw: None,
-                    onsets: Arrival::P,
+                    reading: Reading::P,
                     first_mw: None,
                     rose_at_ms: None,
                     done: false,

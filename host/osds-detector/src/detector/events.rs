@@ -161,9 +161,12 @@ impl Detector {
         // still count.
         let relocate = event.arrivals() != event.located_arrivals
             || event.onset_picks() < crate::locate::NON_ARRIVAL_PICKS;
-        if relocate && let Some((h, located, onsets)) = self.locate(index, now_ms) {
+        if relocate && let Some((h, located, reading)) = self.locate(index, now_ms) {
+            if reading == Reading::FarS && self.events[index].reading != Reading::FarS {
+                self.read_far(index, &h, now_ms);
+            }
             let event = &mut self.events[index];
-            event.onsets = onsets;
+            event.reading = reading;
             event.located_arrivals = event.arrivals();
             event
                 .positions
@@ -261,7 +264,7 @@ impl Detector {
                     h,
                     magnitude: e.magnitude.map(|m| m.value),
                     breaking_s,
-                    onsets: e.onsets,
+                    reading: e.reading,
                 })
             })
             .chain(self.aftermaths.iter().map(Aftermath::prediction))
@@ -370,7 +373,7 @@ impl Detector {
             // trough as far as the uncertainty is looked for, or far from every pick.
             && !h.at_edge
             && !h.unbounded()
-            && nearest_pick <= COVERAGE_KM.max(h.depth_km);
+            && covered(h, used_stations.iter().map(|p| (p.latitude, p.longitude)));
         if !basics {
             return false;
         }
@@ -449,13 +452,7 @@ impl Detector {
         for other in self.events.iter().filter(|e| !e.done) {
             // A candidate located outside the network, never published, explains nothing here: its stations
             // are a distant quake's, and they say what the candidate's waves would do to them.
-            let outside = other.reports == 0
-                && other.last.as_ref().is_some_and(|o| {
-                    other.members.iter().all(|m| {
-                        let p = &self.positions[m.station];
-                        distance_km(o.latitude, o.longitude, p.latitude, p.longitude) > OUTSIDE_KM
-                    })
-                });
+            let outside = other.reports == 0 && self.located_outside(other);
             let located = other.last.is_some() && other.onset_picks() >= 3 && !outside;
             if std::ptr::eq(other, event) || located {
                 for m in &other.members {
@@ -511,6 +508,33 @@ impl Detector {
         crate::consistency::check(&candidate, &around, now).plausible(members.len())
     }
 
+    /// An event read as a deep quake far away (at `h`) for the first time: the stations that picked with its
+    /// P wave join it with their P onsets (located with from then on; which of its picks are P onsets and
+    /// which S, `classify` says).
+    fn read_far(&mut self, index: usize, h: &Hypocentre, now_ms: i64) {
+        for pick in self.p_arrivals(&self.events[index], h) {
+            let member = self.member(
+                pick.station,
+                pick.pick_ms,
+                pick.unseen_ms,
+                Phase::Onset,
+                now_ms,
+            );
+            self.events[index].join(member);
+        }
+    }
+
+    /// Whether an event is located outside the network: every one of its stations farther than
+    /// [`OUTSIDE_KM`] from its epicentre (a distant quake's wavefront, crossing the network).
+    pub(super) fn located_outside(&self, event: &Event) -> bool {
+        event.last.as_ref().is_some_and(|o| {
+            event.members.iter().all(|m| {
+                let p = &self.positions[m.station];
+                distance_km(o.latitude, o.longitude, p.latitude, p.longitude) > OUTSIDE_KM
+            })
+        })
+    }
+
     /// Whether `station` stood above its quiet level long before a pick at `pick_ms`: shaking already.
     pub(super) fn shaking_before(&self, station: usize, pick_ms: i64) -> bool {
         self.levels
@@ -551,11 +575,19 @@ impl Detector {
                 (p.latitude, p.longitude)
             }),
         );
+        let model = &self.config.travel_times;
         for member in &mut event.members {
             let p = &positions[member.station];
-            let wave = member.wave(event.onsets);
             let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
-            let travel = wave.travel(&self.config.travel_times, d, h.depth_km);
+            // A deep quake far away: a pick is its P onset when it came with its P wave, else its S onset
+            // (whichever way it joined, merged from another cluster included).
+            if event.reading == Reading::FarS {
+                let travel = model.p(d, h.depth_km);
+                let off = member.pick_ms as f64 / 1000.0 - (h.origin + travel);
+                member.far_s = !is_arrival(Arrival::P, off, travel);
+            }
+            let wave = member.wave(event.reading);
+            let travel = wave.travel(model, d, h.depth_km);
             let off = member.pick_ms as f64 / 1000.0 - (h.origin + travel);
             let near = wave == Arrival::P || d <= nearest + S_ONSET_SPAN_KM;
             member.phase = if near && is_arrival(wave, off, travel) {

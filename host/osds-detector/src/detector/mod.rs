@@ -132,6 +132,15 @@ const SHAKING_BEFORE_MS: i64 = 10_000;
 /// another quake's shaking is as likely that quake's own later waves (an M6.5's S wave from the far end of its
 /// fault, 120-140 km from its M5.8 aftershock, as the aftershock's S onsets came on its nearest stations).
 const S_ONSET_SPAN_KM: f64 = 100.0;
+/// An event located from its P picks outside the network (no pick within [`COVERAGE_KM`] or its depth of its
+/// epicentre) may be a deep quake far out at sea whose P wave, 60 s on through the mantle, rose on a few
+/// stations only (their picks, seconds apart where the tables say they arrive together, made clusters of their
+/// own or none) and its S wave on many: read as P, those S onsets fit a shallower source farther out, its
+/// origin a minute late. Its picks are read as S onsets too, and so taken when that places the quake inside the
+/// network, fits as well as P, and at least this many stations picked when that source's P wave was due.
+const FAR_P_PICKS: usize = 3;
+/// How long every pick is remembered for that: longer than a deep quake's S-P time across the network.
+const RECENT_PICKS_MS: i64 = 180_000;
 /// Silent stations this close to an event's centre count against trial points that would have reached them.
 const SILENT_STATION_KM: f64 = 200.0;
 
@@ -258,7 +267,10 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          20 picks, cap 2 s; picks on stations shaking 10 s before them after a reported event's S: also \
          located as S onsets (within 100 km beyond the nearest), kept when no larger share set aside and rms \
          over the picks both use 0.25 s better (hysteresis), in its aftershock zone and after its rupture front at 2.5 km/s could \
-         reach; pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
+         reach; else an event located outside the network also located with every pick an S onset, taken when \
+         inside it, rms within 0.25 s of P's, and >= 3 stations' picks of the last 180 s (not a reported or \
+         outside event's) at its P arrival, those joining, then picks at its P arrival P onsets, the rest S; \
+         pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
          not at the cap or the search's edge or with a 300 km uncertainty, a pick within 150 km (or the depth), 2 locations agreeing \
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
          shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, 80 % in one frame: not before \
@@ -323,17 +335,42 @@ struct Member {
     active: bool,
     /// A deep event's S onset at this station (a P member), which locates it with the P pick.
     s_pick_ms: Option<i64>,
+    /// The S onset of a deep quake far away (see [`Reading::FarS`]): not picked with its P wave.
+    far_s: bool,
     /// Picked on a station shaking long before, after a reported quake's S wave had reached it: inside that
-    /// quake's shaking, where another quake's P wave need not rise above it (see [`Event::onsets`]).
+    /// quake's shaking, where another quake's P wave need not rise above it (see [`Reading::S`]).
     inside: bool,
 }
 
 impl Member {
-    /// The wave its pick is the onset of, for an event whose onsets are `onsets`: S only inside another
-    /// quake's shaking (elsewhere a quake's P wave does rise).
-    fn wave(&self, onsets: Arrival) -> Arrival {
-        if self.inside { onsets } else { Arrival::P }
+    /// The wave its pick is the onset of, for an event read as `reading`.
+    fn wave(&self, reading: Reading) -> Arrival {
+        let s = match reading {
+            Reading::P => false,
+            Reading::S => self.inside,
+            Reading::FarS => self.far_s,
+        };
+        if s { Arrival::S } else { Arrival::P }
     }
+}
+
+/// How an event's picks are read: which wave each is the onset of ([`Member::wave`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Every pick a P onset.
+    P,
+    /// The picks inside another quake's shaking ([`Member::inside`]) S onsets, the rest P onsets: a quake
+    /// whose P wave did not rise above that shaking where its S wave did.
+    S,
+    /// A deep quake far outside the network (see [`FAR_P_PICKS`]): the picks that came with its P wave P
+    /// onsets, the rest S onsets ([`Member::far_s`]).
+    FarS,
+}
+
+/// Whether a solution is inside the network: one of `stations` within [`COVERAGE_KM`] of its epicentre, or
+/// within its depth (farther outside, picks fix no epicentre).
+fn covered(h: &Hypocentre, stations: impl Iterator<Item = (f64, f64)>) -> bool {
+    nearest_km(h, stations) <= COVERAGE_KM.max(h.depth_km)
 }
 
 /// The epicentral distance (km) from `h` of the nearest of `stations` (latitude, longitude).
@@ -394,10 +431,8 @@ struct Event {
     last_reported: Option<ReportKey>,
     /// The latest P-window magnitude of a candidate: what its S wave must bear out (see `publishable`).
     p_window_mw: Option<f64>,
-    /// The wave its picks inside a reported quake's shaking are the onsets of ([`Member::wave`]): P, or S for
-    /// a quake whose P wave did not rise above that shaking where its S wave did (see
-    /// [`Detector::onsets_to_try`]), as its latest location read them.
-    onsets: Arrival,
+    /// How its latest location read its picks (see [`Detector::readings_to_try`]).
+    reading: Reading,
     /// Its first magnitude, and when its magnitude last rose while [`STILL_BREAKING_RISE`] or more above
     /// that: a great fault breaking on, or a second rupture beside it, keeps raising it for longer than the
     /// first magnitude's rupture lasts.
@@ -416,8 +451,17 @@ struct Prediction<'a> {
     /// Seconds after the origin its fault has been seen breaking, where that is known: as long as its
     /// magnitude kept rising (see `Event::rose_at_ms`).
     breaking_s: Option<f64>,
-    /// The wave its picks are the onsets of (see `Event::onsets`).
-    onsets: Arrival,
+    /// How its picks are read (see `Event::reading`).
+    reading: Reading,
+}
+
+/// A pick, whichever event it went to.
+#[derive(Debug, Clone, Copy)]
+struct RecentPick {
+    station: usize,
+    pick_ms: i64,
+    /// How long the station went unobserved before it (its wave may have come any time in between).
+    unseen_ms: i64,
 }
 
 /// A closed event whose waves may still be passing.
@@ -438,6 +482,9 @@ pub struct Detector {
     last_frame_ms: Option<i64>,
     latest: Vec<Option<f64>>,
     next_sequence: usize,
+    /// Every pick of the last [`RECENT_PICKS_MS`], oldest first, whichever event it went to (see
+    /// [`FAR_P_PICKS`]).
+    recent_picks: std::collections::VecDeque<RecentPick>,
     aftermaths: Vec<Aftermath>,
     levels: crate::consistency::Levels,
 }
@@ -462,6 +509,7 @@ impl Detector {
             config,
             last_frame_ms: None,
             next_sequence: 1,
+            recent_picks: std::collections::VecDeque::new(),
             aftermaths: Vec::new(),
         }
     }
@@ -494,8 +542,20 @@ impl Detector {
         self.levels.step(at_ms, values);
 
         self.aftermaths.retain(|a| a.until_ms > at_ms);
+        while self
+            .recent_picks
+            .front()
+            .is_some_and(|p| p.pick_ms < at_ms - RECENT_PICKS_MS)
+        {
+            self.recent_picks.pop_front();
+        }
         for fired in self.trigger.step(at_ms, values) {
             let pick_ms = fired.onset_ms - 500;
+            self.recent_picks.push_back(RecentPick {
+                station: fired.station,
+                pick_ms,
+                unseen_ms: fired.unseen_ms,
+            });
             self.associate(fired.station, pick_ms, fired.unseen_ms, at_ms);
         }
         self.merge_events(at_ms);

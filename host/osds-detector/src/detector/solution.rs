@@ -39,13 +39,13 @@ impl Detector {
     }
 
     /// Locates an event from its onsets (all its picks while it is young), the nearest to its previous
-    /// solution first, as arrivals of the wave that explains them best of [`Detector::onsets_to_try`].
-    /// Returns the hypocentre, the members it located with, and that wave.
+    /// solution first, read the way that explains them best of [`Detector::readings_to_try`].
+    /// Returns the hypocentre, the members it located with, and that reading.
     pub(super) fn locate(
         &self,
         index: usize,
         now_ms: i64,
-    ) -> Option<(Hypocentre, Vec<usize>, Arrival)> {
+    ) -> Option<(Hypocentre, Vec<usize>, Reading)> {
         let event = &self.events[index];
         let young = event.onset_picks() < MATURE_PICKS || event.last.is_none();
         let mut candidates: Vec<usize> = (0..event.members.len())
@@ -84,9 +84,9 @@ impl Detector {
             }
             candidates = chosen;
         }
-        // The picks of `chosen` as arrivals of `onsets` (in its order: the solution's residuals and `used`
+        // The picks of `chosen` read as `reading` says (in its order: the solution's residuals and `used`
         // follow it), then a deep event's S onsets on the same stations.
-        let picks = |chosen: &[usize], onsets: Arrival| -> Vec<Pick> {
+        let picks = |chosen: &[usize], reading: Reading| -> Vec<Pick> {
             let pick = |i: usize, arrival: Arrival, at: i64| Pick {
                 arrival,
                 latitude: self.positions[event.members[i].station].latitude,
@@ -95,12 +95,18 @@ impl Detector {
             };
             let onset = chosen.iter().map(|&i| {
                 let m = &event.members[i];
-                pick(i, m.wave(onsets), m.pick_ms)
+                // First read as a deep quake far away, every pick is an S onset.
+                let wave = if reading == Reading::FarS && event.reading != Reading::FarS {
+                    Arrival::S
+                } else {
+                    m.wave(reading)
+                };
+                pick(i, wave, m.pick_ms)
             });
             let s_onsets = chosen.iter().filter_map(|&i| {
                 let at = event.members[i]
                     .s_pick_ms
-                    .filter(|_| onsets == Arrival::P)?;
+                    .filter(|_| reading == Reading::P)?;
                 Some(pick(i, Arrival::S, at))
             });
             onset.chain(s_onsets).collect()
@@ -135,46 +141,70 @@ impl Detector {
             .copied()
             .filter(|i| !event.members[*i].inside || from_center(i) <= nearest + S_ONSET_SPAN_KM)
             .collect();
-        self.onsets_to_try(event, &candidates)
+        let stations = |chosen: &[usize]| -> Vec<(f64, f64)> {
+            chosen
+                .iter()
+                .map(|&i| {
+                    let p = &self.positions[event.members[i].station];
+                    (p.latitude, p.longitude)
+                })
+                .collect()
+        };
+        // Located from its P picks outside the network so far (see `FAR_P_PICKS`).
+        let far = event.reading == Reading::P
+            && previous.is_some_and(|h| !covered(h, stations(&candidates).into_iter()));
+        let current = event.reading;
+        self.readings_to_try(event, &candidates, far)
             .into_iter()
-            .filter_map(|onsets| {
-                let chosen = if onsets == Arrival::P {
-                    &candidates
-                } else {
+            .filter_map(|reading| {
+                let chosen = if reading == Reading::S {
                     &near_s_onsets
+                } else {
+                    &candidates
                 };
                 // Stations silent inside another quake's shaking say nothing of when an S wave reached them:
-                // it need not rise above that shaking.
-                let quiet: &[Quiet] = if onsets == Arrival::P { &quiet } else { &[] };
+                // it need not rise above that shaking (nor a deep quake's weak P wave far away).
+                let quiet: &[Quiet] = if reading == Reading::P { &quiet } else { &[] };
                 let h = locate_near(
                     &self.config.travel_times,
-                    &picks(chosen, onsets),
+                    &picks(chosen, reading),
                     quiet,
                     now_ms as f64 / 1000.0,
                     center,
                 )?;
-                // Read as S onsets they must be a quake beside one whose shaking they came in, and after it:
-                // later than that quake's fault, breaking on, could have reached there (a great quake's
-                // rupture ending 200 km from its epicentre 70 s later sends S waves that fit a quake there).
-                let fits = onsets == Arrival::P
-                    || self.reported_sources(Some(event)).any(|source| {
+                let fits = match reading {
+                    Reading::P => true,
+                    // Read as S onsets inside another quake's shaking they must be a quake beside it, and
+                    // after it: later than that quake's fault, breaking on, could have reached there (a great
+                    // quake's rupture ending 200 km from its epicentre 70 s later sends S waves that fit a
+                    // quake there).
+                    Reading::S => self.reported_sources(Some(event)).any(|source| {
                         let o = source.h;
                         let apart = distance_km(o.latitude, o.longitude, h.latitude, h.longitude);
                         h.origin > o.origin + apart / RUPTURE_KM_S
                             && in_aftershock_zone(o, source.magnitude, &h)
-                    });
-                fits.then(|| (h, onsets, chosen.clone()))
+                    }),
+                    // Read as a deep quake's S onsets they must place it inside the network, and its P wave
+                    // must have come with some stations' picks (then they locate it too).
+                    Reading::FarS => {
+                        covered(&h, stations(chosen).into_iter())
+                            && (event.reading == Reading::FarS
+                                || self.p_arrivals(event, &h).len() >= FAR_P_PICKS)
+                    }
+                };
+                fits.then(|| (h, reading, chosen.clone()))
             })
-            // The wave the event was read with so far (P at first), unless the other sets aside no larger a
-            // share of its picks and fits the picks both locate with clearly better (by more than a solution's
-            // own tolerance: a few picks fit either).
+            // The way the event was read so far (P at first), unless another sets aside no larger a share of
+            // its picks and fits the picks both locate with clearly better (by more than a solution's own
+            // tolerance: a few picks fit either) — or, read as a deep quake far away instead of P, as well
+            // within that tolerance (read as P, the quake lies where its picks fix no epicentre).
             .reduce(|a, b| {
                 // The share of its picks a solution set aside (as outliers).
                 let aside = |h: &Hypocentre| {
                     h.used.iter().filter(|u| !**u).count() as f64 / h.used.len().max(1) as f64
                 };
                 // The rms over the picks both readings locate with (the S one only those near the source).
-                let rms = |(h, _, chosen): &(Hypocentre, Arrival, Vec<usize>)| {
+                let rms = |(h, _, chosen): &(Hypocentre, Reading, Vec<usize>)| {
                     let (n, sum) = chosen
                         .iter()
                         .zip(h.residuals.iter().zip(&h.used))
@@ -182,27 +212,83 @@ impl Detector {
                         .fold((0usize, 0.0), |(n, sum), (_, (r, _))| (n + 1, sum + r * r));
                     (sum / n.max(1) as f64).sqrt()
                 };
-                let (kept, other) = if b.1 == event.onsets { (b, a) } else { (a, b) };
-                let better = aside(&other.0) <= aside(&kept.0)
-                    && rms(&other) + crate::locate::UNCERTAINTY_SCORE_S < rms(&kept);
+                let (kept, other) = if b.1 == current { (b, a) } else { (a, b) };
+                let tolerance = crate::locate::UNCERTAINTY_SCORE_S;
+                let margin = if other.1 == Reading::FarS && kept.1 == Reading::P {
+                    -tolerance
+                } else {
+                    tolerance
+                };
+                let better = aside(&other.0) <= aside(&kept.0) && rms(&other) + margin < rms(&kept);
                 if better { other } else { kept }
             })
-            .map(|(h, onsets, chosen)| (h, chosen, onsets))
+            .map(|(h, reading, chosen)| (h, chosen, reading))
     }
 
-    /// The waves an event's picks (its members `candidates`) may be the onsets of: P, and S as well when most
-    /// of them came on stations shaking long before, after a reported quake's S wave had reached them (inside
-    /// that quake's shaking a second quake's weaker P wave does not rise above it; its S wave does, and read
-    /// as P it places the quake late and shallow), or when they were read as S so far.
-    pub(super) fn onsets_to_try(&self, event: &Event, candidates: &[usize]) -> Vec<Arrival> {
+    /// The picks of the stations that picked when the P wave of a source at `h` was due there (within its
+    /// window, and any time a station went unobserved before its pick), one per station — but those another
+    /// event than `event` took that was reported or located outside the network: they are that quake's
+    /// (a distant quake's wavefront, whose P arrivals cross the whole network, or a reported quake's P wave
+    /// fit any such source's on dozens of stations).
+    pub(super) fn p_arrivals(&self, event: &Event, h: &Hypocentre) -> Vec<RecentPick> {
+        let model = &self.config.travel_times;
+        let distant: Vec<&Event> = self
+            .events
+            .iter()
+            .filter(|e| {
+                !e.done && !std::ptr::eq(*e, event) && (e.reports > 0 || self.located_outside(e))
+            })
+            .collect();
+        let mut picks: Vec<RecentPick> = self
+            .recent_picks
+            .iter()
+            .filter(|pick| {
+                !distant.iter().any(|e| {
+                    e.members
+                        .iter()
+                        .any(|m| m.station == pick.station && m.pick_ms == pick.pick_ms)
+                })
+            })
+            .filter(|pick| {
+                let p = &self.positions[pick.station];
+                let travel = model.p(
+                    distance_km(h.latitude, h.longitude, p.latitude, p.longitude),
+                    h.depth_km,
+                );
+                let (early, late) = p_window(travel);
+                let off = pick.pick_ms as f64 / 1000.0 - (h.origin + travel);
+                (-early..=late + pick.unseen_ms as f64 / 1000.0).contains(&off)
+            })
+            .copied()
+            .collect();
+        picks.sort_by_key(|pick| (pick.station, pick.pick_ms));
+        picks.dedup_by_key(|pick| pick.station);
+        picks
+    }
+
+    /// The ways an event's picks (its members `candidates`) may be read: as P onsets; as S onsets inside
+    /// another quake's shaking when most of them came on stations shaking long before, after a reported
+    /// quake's S wave had reached them (there a second quake's weaker P wave does not rise above it; its S
+    /// wave does, and read as P it places the quake late and shallow); otherwise as a deep quake far away (see
+    /// [`FAR_P_PICKS`]) when the event was located outside the network so far (`far`); and always as they
+    /// were read so far.
+    pub(super) fn readings_to_try(
+        &self,
+        event: &Event,
+        candidates: &[usize],
+        far: bool,
+    ) -> Vec<Reading> {
         let inside = candidates
             .iter()
             .filter(|&&i| event.members[i].inside)
             .count();
-        if 2 * inside > candidates.len() || event.onsets == Arrival::S {
-            vec![Arrival::P, Arrival::S]
-        } else {
-            vec![Arrival::P]
+        match event.reading {
+            // Inside another quake's shaking its P wave may not have risen: that quake's S onsets are read
+            // there, not a deep quake's far away.
+            Reading::P if 2 * inside > candidates.len() => vec![Reading::P, Reading::S],
+            Reading::P if far => vec![Reading::P, Reading::FarS],
+            Reading::P => vec![Reading::P],
+            reading => vec![Reading::P, reading],
         }
     }
 
@@ -245,7 +331,7 @@ impl Detector {
             .members
             .iter()
             .map(|m| Pick {
-                arrival: m.wave(event.onsets),
+                arrival: m.wave(event.reading),
                 latitude: self.positions[m.station].latitude,
                 longitude: self.positions[m.station].longitude,
                 at: m.pick_ms as f64 / 1000.0,
