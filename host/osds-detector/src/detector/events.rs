@@ -373,7 +373,7 @@ impl Detector {
             // trough as far as the uncertainty is looked for, or far from every pick.
             && !h.at_edge
             && !h.unbounded()
-            && covered(h, used_stations.iter().map(|p| (p.latitude, p.longitude)));
+            && covered(h, nearest_pick);
         if !basics {
             return false;
         }

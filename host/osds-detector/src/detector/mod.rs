@@ -367,10 +367,10 @@ enum Reading {
     FarS,
 }
 
-/// Whether a solution is inside the network: one of `stations` within [`COVERAGE_KM`] of its epicentre, or
-/// within its depth (farther outside, picks fix no epicentre).
-fn covered(h: &Hypocentre, stations: impl Iterator<Item = (f64, f64)>) -> bool {
-    nearest_km(h, stations) <= COVERAGE_KM.max(h.depth_km)
+/// Whether a solution is inside the network: its nearest station (`nearest_km` from its epicentre, see
+/// [`nearest_km`]) within [`COVERAGE_KM`], or within its depth (farther outside, picks fix no epicentre).
+fn covered(h: &Hypocentre, nearest_km: f64) -> bool {
+    nearest_km <= COVERAGE_KM.max(h.depth_km)
 }
 
 /// The epicentral distance (km) from `h` of the nearest of `stations` (latitude, longitude).

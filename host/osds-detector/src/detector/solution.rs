@@ -141,18 +141,16 @@ impl Detector {
             .copied()
             .filter(|i| !event.members[*i].inside || from_center(i) <= nearest + S_ONSET_SPAN_KM)
             .collect();
-        let stations = |chosen: &[usize]| -> Vec<(f64, f64)> {
-            chosen
-                .iter()
-                .map(|&i| {
-                    let p = &self.positions[event.members[i].station];
-                    (p.latitude, p.longitude)
-                })
-                .collect()
+        // Whether `h` is inside the network of the stations of `chosen`.
+        let covers = |h: &Hypocentre, chosen: &[usize]| {
+            let stations = chosen.iter().map(|&i| {
+                let p = &self.positions[event.members[i].station];
+                (p.latitude, p.longitude)
+            });
+            covered(h, nearest_km(h, stations))
         };
         // Located from its P picks outside the network so far (see `FAR_P_PICKS`).
-        let far = event.reading == Reading::P
-            && previous.is_some_and(|h| !covered(h, stations(&candidates).into_iter()));
+        let far = event.reading == Reading::P && previous.is_some_and(|h| !covers(h, &candidates));
         let current = event.reading;
         self.readings_to_try(event, &candidates, far)
             .into_iter()
@@ -187,7 +185,7 @@ impl Detector {
                     // Read as a deep quake's S onsets they must place it inside the network, and its P wave
                     // must have come with some stations' picks (then they locate it too).
                     Reading::FarS => {
-                        covered(&h, stations(chosen).into_iter())
+                        covers(&h, chosen)
                             && (event.reading == Reading::FarS
                                 || self.p_arrivals(event, &h).len() >= FAR_P_PICKS)
                     }
