@@ -532,6 +532,14 @@ fn a_deep_quake_far_at_sea_is_found_by_its_s_wave() {
     }
 }
 
+/// A stuck station near a deep quake's epicentre, read silent while 270 stations showed the quake (world 5:
+/// one of four silent stations where the neighbourhood test allows two), held the Japan Sea quake back for
+/// good. A station the trigger knows is stuck says nothing, whatever its neighbours do meanwhile.
+#[test]
+fn a_stuck_station_does_not_hold_a_deep_quake_back() {
+    assert_found_and_nothing_else_in("japan-sea-m6.0-450km", 5);
+}
+
 /// A distant great quake's P wavefront crosses every station: its S wave, read as a deep quake's S onsets, put
 /// that deep source's P arrival where a dozen of those picks were (world 11: an M5.9 published 600 km under
 /// the Sanriku coast). The picks an event located outside the network took are that quake's.

@@ -141,6 +141,8 @@ pub struct Neighbourhood<'a> {
     pub levels: &'a Levels,
     /// Stations another located event explains (and the candidate's own): they say nothing here.
     pub claimed: &'a [bool],
+    /// Stations the trigger knows to be stuck: their silence says nothing either.
+    pub faulty: &'a [bool],
     pub model: &'a Model,
     /// How early and how late a P arrival `travel` s after the origin may be picked.
     pub window: fn(f64) -> (f64, f64),
@@ -184,6 +186,7 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
         stations,
         levels,
         claimed,
+        faulty,
         model,
         window,
         margin: margin_at,
@@ -227,7 +230,7 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
     rises.sort_by(f64::total_cmp);
     let shown = rises[rises.len() / 2] - MARGIN >= VISIBLE / 2.0;
     for (i, station) in stations.iter().enumerate() {
-        if claimed[i] {
+        if claimed[i] || faulty[i] {
             continue;
         }
         let Some(above) = levels.above(i) else {

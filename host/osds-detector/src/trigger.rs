@@ -1,7 +1,7 @@
 //! Triggering on realtime intensity, per station: a net rise over the last 10 s of at least 1.1, confirmed by
 //! neighbours (up to 15 nearest within 60 km: at least min(n, max(n/3, 4)) of them rising by 0.5; a station
 //! without neighbours needs a rise of 2). A station at 3 or more whose neighbours are all at least 3 lower
-//! and that is not rising is faulty (stuck) and ignored while that holds. The pick is the observation second at
+//! and that is not rising is faulty (stuck) and ignored until its reading moves. The pick is the observation second at
 //! which the station's own rise began to qualify, not the later one at which its neighbours confirmed it.
 //!
 //! Windows are kept by observation time, not by frame count, so a lost frame shortens a window instead of
@@ -119,6 +119,11 @@ impl Trigger {
         self.faulty[station]
     }
 
+    /// Every station's [`Trigger::is_faulty`].
+    pub fn faulty(&self) -> &[bool] {
+        &self.faulty
+    }
+
     /// Rising, though not (yet) confirmed: its silence is no evidence against an arrival.
     pub fn is_rising(&self, station: usize) -> bool {
         self.rise(station) >= NEIGHBOUR_RISE
@@ -178,7 +183,16 @@ impl Trigger {
         let mut fired = Vec::new();
         for i in 0..values.len() {
             let neighbours = &self.neighbours[i];
+            let unmoved = {
+                let h = &self.history[i];
+                h.len() >= 2 && h[h.len() - 1].1 == h[h.len() - 2].1
+            };
             self.faulty[i] = match latest[i] {
+                // Stuck stays stuck until the reading moves: a quake's shaking lifts its neighbours toward the
+                // stuck level, and a station that did not move with them is no less stuck.
+                Some(_) if self.faulty[i] && unmoved => true,
+                // Not observed: nothing says it has recovered.
+                None => self.faulty[i],
                 Some(level)
                     if level >= STUCK_LEVEL
                         && rises[i] < NEIGHBOUR_RISE
@@ -296,6 +310,30 @@ mod tests {
             let unseen = if f.station == 0 { 4_000 } else { 0 };
             assert_eq!((f.station, f.unseen_ms), (f.station, unseen));
         }
+    }
+
+    #[test]
+    fn a_stuck_station_stays_faulty_while_a_quake_lifts_its_neighbours_until_its_reading_moves() {
+        let mut trigger = Trigger::new(&cluster());
+        let frame = |others: f64, stuck: Option<f64>| {
+            let mut frame = [Some(others); 5];
+            frame[0] = stuck;
+            frame
+        };
+        for t in 0..5 {
+            trigger.step(t * 1000, &frame(-2.0, Some(4.0)));
+        }
+        assert!(trigger.is_faulty(0), "4.0 among neighbours at -2.0");
+        // A quake lifts the neighbours to 1.5 (within 3 of the stuck level) and a frame from the stuck
+        // station is lost: it has not moved, it is still stuck.
+        trigger.step(5_000, &frame(1.5, Some(4.0)));
+        trigger.step(6_000, &frame(1.5, None));
+        trigger.step(7_000, &frame(1.5, Some(4.0)));
+        assert!(trigger.is_faulty(0));
+        assert_eq!(trigger.faulty(), &[true, false, false, false, false]);
+        // Its reading moves: it is a station again.
+        trigger.step(8_000, &frame(1.5, Some(3.9)));
+        assert!(!trigger.is_faulty(0));
     }
 
     #[test]

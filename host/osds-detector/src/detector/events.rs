@@ -473,6 +473,7 @@ impl Detector {
             stations: &self.positions,
             levels: &self.levels,
             claimed: &claimed,
+            faulty: self.trigger.faulty(),
             model: &self.config.travel_times,
             window: p_window,
             margin: level_margin,

@@ -253,7 +253,7 @@ impl Default for DetectorConfig {
 pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> String {
     use sha2::{Digest, Sha256};
     let parameters = "trigger rise 1.1/10s by observation time, neighbours 15 within 60 km rising 0.5 \
-         min(n,max(n/3,4)), lone 2, re-armed after 3 s calm; stuck >=3 with neighbours 3 lower; expiry \
+         min(n,max(n/3,4)), lone 2, re-armed after 3 s calm; stuck >=3 with neighbours 3 lower, until its reading moves; expiry \
          10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %; beyond \
          600 km +- uncertainty / 8 km/s; a pick after an unobserved spell: later phase if P came during it), P coda \
          for the rupture's duration, S (-2 s -6 %)..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
@@ -277,7 +277,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          the stations within 1.15x its own stations' reach are due, M >= 3.0 above 150 km, not \
          most picks shaking 10 s before them with no other reported event or aftermath or after one's S \
          (unless within 2x its Utsu fault length, 50 km floor), the \
-         neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, stations of unpublished candidates outside the network (all > 300 km) unclaimed, silent <= max(1, expected/3) and <= max(2, tested/4), \
+         neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, stations of unpublished candidates outside the network (all > 300 km) unclaimed, stuck ones untested, silent <= max(1, expected/3) and <= max(2, tested/4), \
          unexplained <= max(2, members/3)); < 8 picks and no other station within 300 km: S-window M >= \
          P-window M - 1.0; not most picks within a reported quake's P or S window (early side x2, codas; its \
          P coda until its M last rose >= 0.3 above its first, less the S time to its nearest station, at P level) at a level it explains, unless within 2x its Utsu fault length (50 km floor); not M9.5 (the top) there \
