@@ -585,13 +585,15 @@ impl Detector {
             if event.reading == Reading::FarS {
                 let travel = model.p(d, h.depth_km);
                 let off = member.pick_ms as f64 / 1000.0 - (h.origin + travel);
-                member.far_s = !is_arrival(Arrival::P, off, travel);
+                member.far_s =
+                    !is_arrival(Arrival::P, off, travel, member.unseen_ms as f64 / 1000.0);
             }
             let wave = member.wave(event.reading);
             let travel = wave.travel(model, d, h.depth_km);
             let off = member.pick_ms as f64 / 1000.0 - (h.origin + travel);
             let near = wave == Arrival::P || d <= nearest + S_ONSET_SPAN_KM;
-            member.phase = if near && is_arrival(wave, off, travel) {
+            // An onset is timed: a pick after an unobserved spell is the arrival, too loose to locate with.
+            member.phase = if near && is_arrival(wave, off, travel, 0.0) {
                 Phase::Onset
             } else {
                 Phase::Later

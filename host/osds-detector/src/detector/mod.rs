@@ -169,10 +169,10 @@ fn arrival_window(wave: Arrival, travel: f64) -> (f64, f64) {
 }
 
 /// Whether a pick `off` seconds after a predicted arrival of `wave` `travel` seconds after the origin is that
-/// arrival.
-fn is_arrival(wave: Arrival, off: f64, travel: f64) -> bool {
+/// arrival, its station unobserved for `unseen` seconds before it (the arrival may have come any time then).
+fn is_arrival(wave: Arrival, off: f64, travel: f64, unseen: f64) -> bool {
     let (early, late) = arrival_window(wave, travel);
-    (-early..=late).contains(&off)
+    (-early..=late + unseen).contains(&off)
 }
 
 /// The length (km) of the fault of an event of `mw` (Utsu).

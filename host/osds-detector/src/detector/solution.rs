@@ -230,32 +230,26 @@ impl Detector {
     /// fit any such source's on dozens of stations).
     pub(super) fn p_arrivals(&self, event: &Event, h: &Hypocentre) -> Vec<RecentPick> {
         let model = &self.config.travel_times;
-        let distant: Vec<&Event> = self
+        let taken: std::collections::HashSet<(usize, i64)> = self
             .events
             .iter()
             .filter(|e| {
                 !e.done && !std::ptr::eq(*e, event) && (e.reports > 0 || self.located_outside(e))
             })
+            .flat_map(|e| e.members.iter().map(|m| (m.station, m.pick_ms)))
             .collect();
         let mut picks: Vec<RecentPick> = self
             .recent_picks
             .iter()
-            .filter(|pick| {
-                !distant.iter().any(|e| {
-                    e.members
-                        .iter()
-                        .any(|m| m.station == pick.station && m.pick_ms == pick.pick_ms)
-                })
-            })
+            .filter(|pick| !taken.contains(&(pick.station, pick.pick_ms)))
             .filter(|pick| {
                 let p = &self.positions[pick.station];
                 let travel = model.p(
                     distance_km(h.latitude, h.longitude, p.latitude, p.longitude),
                     h.depth_km,
                 );
-                let (early, late) = p_window(travel);
                 let off = pick.pick_ms as f64 / 1000.0 - (h.origin + travel);
-                (-early..=late + pick.unseen_ms as f64 / 1000.0).contains(&off)
+                is_arrival(Arrival::P, off, travel, pick.unseen_ms as f64 / 1000.0)
             })
             .copied()
             .collect();
