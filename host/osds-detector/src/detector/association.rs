@@ -44,8 +44,9 @@ impl Prediction<'_> {
         // risen: its P wave may have come any time before. That is this event's arrival, too loose in time to
         // locate with (after an outage, the ring of stations the wave reached meanwhile, all picked at once,
         // fits a source far below the event).
+        // Its misfit is the least the arrival can be off within the spell.
         if (late + slack..=late + slack + unseen).contains(&off) {
-            return Some((Phase::Later, off - unseen));
+            return Some((Phase::Later, (off - unseen).max(0.0)));
         }
         self.passing(d, tp, ts, pick, level, 1.0)
             .then_some((Phase::Later, (pick - (h.origin + tp)).abs()))
@@ -532,5 +533,68 @@ impl Detector {
             }
         }
         h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pick after an unobserved spell may have come at the predicted arrival: it fits no worse than an
+    /// exact pick, and no better, however long the spell (a longer one must not rank its event first).
+    #[test]
+    fn a_pick_after_an_unobserved_spell_fits_no_better_than_an_exact_one() {
+        let model = Model::jma2001();
+        let h = Hypocentre {
+            latitude: 36.0,
+            longitude: 140.0,
+            depth_km: 10.0,
+            origin: 0.0,
+            score: 0.0,
+            residuals: Vec::new(),
+            used: Vec::new(),
+            rms_seconds: 0.1,
+            depth_fixed: false,
+            depth_cap: 700.0,
+            at_edge: false,
+            horizontal_uncertainty_km: 5.0,
+            depth_uncertainty_km: Some(5.0),
+        };
+        let prediction = Prediction {
+            h: &h,
+            magnitude: Some(6.0),
+            breaking_s: None,
+            reading: Reading::P,
+        };
+        let station = StationPosition {
+            latitude: 36.5,
+            longitude: 140.0,
+        };
+        let tp = model.p(distance_km(36.0, 140.0, 36.5, 140.0), 10.0);
+        let (_, late) = p_window(tp);
+        let pick = |off: f64, unseen_ms: i64| Member {
+            station: 0,
+            pick_ms: ((tp + off) * 1000.0).round() as i64,
+            unseen_ms,
+            phase: Phase::Onset,
+            peak: 0.0,
+            peak_at_ms: 0,
+            expires_ms: 0,
+            active: true,
+            s_pick_ms: None,
+            far_s: false,
+            inside: false,
+        };
+        let fit = |off: f64, unseen_ms: i64| {
+            prediction.explains(&model, &station, &pick(off, unseen_ms), None)
+        };
+        assert!(matches!(fit(0.0, 0), Some((Phase::Onset, off)) if off < 0.001));
+        for unseen_ms in [6_000, 10_000, 30_000] {
+            assert_eq!(
+                fit(late + 2.0, unseen_ms),
+                Some((Phase::Later, 0.0)),
+                "{unseen_ms} ms unseen"
+            );
+        }
     }
 }
