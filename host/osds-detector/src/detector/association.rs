@@ -178,8 +178,10 @@ impl Detector {
     }
 
     /// A re-trigger on a P member of an open event located deep, as long after its P pick as the event's
-    /// S-P time there (within [`S_ONSET_SHARE`]), is its S onset: recorded, the station a member again.
-    fn s_onset(&mut self, station: usize, pick_ms: i64, now_ms: i64) -> bool {
+    /// S-P time there (within [`S_ONSET_SHARE`]), is its S onset: recorded, the station a member again. One
+    /// that fits only because the station went unobserved for `unseen_ms` before it (the onset may have come
+    /// any time then) is the event's too, but too loose in time to locate with: not recorded.
+    fn s_onset(&mut self, station: usize, pick_ms: i64, unseen_ms: i64, now_ms: i64) -> bool {
         let here = self.positions[station];
         let model = &self.config.travel_times;
         let found = self.events.iter().enumerate().find_map(|(i, e)| {
@@ -193,14 +195,22 @@ impl Detector {
             let d = distance_km(h.latitude, h.longitude, here.latitude, here.longitude);
             let predicted = model.s(d, h.depth_km) - model.p(d, h.depth_km);
             let observed = (pick_ms - e.members[k].pick_ms) as f64 / 1000.0;
-            ((observed / predicted - 1.0).abs() <= S_ONSET_SHARE).then_some((i, k))
+            let unseen = unseen_ms as f64 / 1000.0;
+            let (low, high) = (
+                predicted * (1.0 - S_ONSET_SHARE),
+                predicted * (1.0 + S_ONSET_SHARE),
+            );
+            let exact = (low..=high).contains(&observed);
+            (exact || (observed > high && observed - unseen <= high)).then_some((i, k, exact))
         });
-        let Some((i, k)) = found else {
+        let Some((i, k, exact)) = found else {
             return false;
         };
         let level = self.latest[station].unwrap_or(-3.0);
         let member = &mut self.events[i].members[k];
-        member.s_pick_ms = Some(pick_ms);
+        if exact {
+            member.s_pick_ms = Some(pick_ms);
+        }
         member.active = true;
         member.peak = member.peak.max(level);
         member.expires_ms = member.expires_ms.max(now_ms + membership_ms(member.peak));
@@ -213,7 +223,7 @@ impl Detector {
         let here = self.positions[station];
         let level = self.latest[station];
         // 0. A deep event's S onset on one of its P stations.
-        if self.s_onset(station, pick_ms, now_ms) {
+        if self.s_onset(station, pick_ms, unseen_ms, now_ms) {
             return;
         }
         let mut member = self.member(station, pick_ms, unseen_ms, Phase::Onset, now_ms);
@@ -540,15 +550,11 @@ impl Detector {
 mod tests {
     use super::*;
 
-    /// A pick after an unobserved spell may have come at the predicted arrival: it fits no worse than an
-    /// exact pick, and no better, however long the spell (a longer one must not rank its event first).
-    #[test]
-    fn a_pick_after_an_unobserved_spell_fits_no_better_than_an_exact_one() {
-        let model = Model::jma2001();
-        let h = Hypocentre {
-            latitude: 36.0,
-            longitude: 140.0,
-            depth_km: 10.0,
+    fn hypocentre(latitude: f64, longitude: f64, depth_km: f64) -> Hypocentre {
+        Hypocentre {
+            latitude,
+            longitude,
+            depth_km,
             origin: 0.0,
             score: 0.0,
             residuals: Vec::new(),
@@ -559,7 +565,81 @@ mod tests {
             at_edge: false,
             horizontal_uncertainty_km: 5.0,
             depth_uncertainty_km: Some(5.0),
+        }
+    }
+
+    fn onset(station: usize, pick_ms: i64) -> Member {
+        Member {
+            station,
+            pick_ms,
+            unseen_ms: 0,
+            phase: Phase::Onset,
+            peak: 0.0,
+            peak_at_ms: pick_ms,
+            expires_ms: pick_ms + 60_000,
+            active: true,
+            s_pick_ms: None,
+            far_s: false,
+            inside: false,
+        }
+    }
+
+    /// A deep event's re-trigger on one of its P stations is its S onset when it came about the S-P time after
+    /// the P pick; located with only when it is known to have come then, not when the station was unobserved
+    /// long enough before it that the onset may have come any time in the spell.
+    #[test]
+    fn a_deep_events_s_onset_after_an_unobserved_spell_is_its_own_but_not_located_with() {
+        let station = Station {
+            code: "X".to_string(),
+            name: None,
+            latitude: 36.5,
+            longitude: 135.0,
         };
+        let model = Model::jma2001();
+        let h = hypocentre(36.0, 135.0, 400.0);
+        let d = distance_km(36.0, 135.0, 36.5, 135.0);
+        let p_ms = (model.p(d, 400.0) * 1000.0).round() as i64;
+        let s_minus_p = model.s(d, 400.0) - model.p(d, 400.0);
+        let past_window_ms = ((1.0 + S_ONSET_SHARE) * s_minus_p * 1000.0).round() as i64 + 3_000;
+        let s_onset = |after_p_ms: i64, unseen_ms: i64| {
+            let mut detector = Detector::new(vec![station.clone()], DetectorConfig::default());
+            detector.events.push(Event {
+                id: "hyp:test:0".to_string(),
+                first_at_ms: p_ms,
+                members: vec![onset(0, p_ms)],
+                status: EventStatus::Candidate,
+                reports: 0,
+                frames: 0,
+                last_new_station_ms: p_ms,
+                positions: Vec::new(),
+                stable_since_ms: None,
+                magnitude: None,
+                last: Some(h.clone()),
+                located: vec![0],
+                located_arrivals: 1,
+                last_reported: None,
+                p_window_mw: None,
+                reading: Reading::P,
+                first_mw: None,
+                rose_at_ms: None,
+                done: false,
+            });
+            let pick_ms = p_ms + after_p_ms;
+            let taken = detector.s_onset(0, pick_ms, unseen_ms, pick_ms + 500);
+            (taken, detector.events[0].members[0].s_pick_ms)
+        };
+        let at_s_minus_p = (s_minus_p * 1000.0).round() as i64;
+        assert_eq!(s_onset(at_s_minus_p, 0), (true, Some(p_ms + at_s_minus_p)));
+        assert_eq!(s_onset(past_window_ms, 0), (false, None));
+        assert_eq!(s_onset(past_window_ms, 5_000), (true, None));
+    }
+
+    /// A pick after an unobserved spell may have come at the predicted arrival: it fits no worse than an
+    /// exact pick, and no better, however long the spell (a longer one must not rank its event first).
+    #[test]
+    fn a_pick_after_an_unobserved_spell_fits_no_better_than_an_exact_one() {
+        let model = Model::jma2001();
+        let h = hypocentre(36.0, 140.0, 10.0);
         let prediction = Prediction {
             h: &h,
             magnitude: Some(6.0),
@@ -573,17 +653,8 @@ mod tests {
         let tp = model.p(distance_km(36.0, 140.0, 36.5, 140.0), 10.0);
         let (_, late) = p_window(tp);
         let pick = |off: f64, unseen_ms: i64| Member {
-            station: 0,
-            pick_ms: ((tp + off) * 1000.0).round() as i64,
             unseen_ms,
-            phase: Phase::Onset,
-            peak: 0.0,
-            peak_at_ms: 0,
-            expires_ms: 0,
-            active: true,
-            s_pick_ms: None,
-            far_s: false,
-            inside: false,
+            ..onset(0, ((tp + off) * 1000.0).round() as i64)
         };
         let fit = |off: f64, unseen_ms: i64| {
             prediction.explains(&model, &station, &pick(off, unseen_ms), None)

@@ -259,7 +259,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          for the rupture's duration, S (-2 s -6 %)..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
          cluster 60 km, young < 8 picks; >= 3 young clusters of fresh picks fitting \
          one source 200-600 km deep together (2 s, not within 100 km of a reported one) are one; from 200 km \
-         deep, a P member's re-trigger at S-P +-35 % is its S onset, located with S times, and the event \
+         deep, a P member's re-trigger at S-P +-35 % is its S onset, located with S times (not when only an unobserved spell makes it fit), and the event \
          tracks within max(10 km, half its uncertainty) and ends after its S crossed its stations; release beyond 100 km above that level; aftermath 240 s; same quake \
          100 km 10 s; new stations within 300 km keep an event open; grid 0.4/0.1/0.04 deg within 2 deg, \
          weights floor 20 km, depth 10 fixed <3, cap 130 <5, 150 <8, else 700, and at most 4x the picks' \
