@@ -295,27 +295,11 @@ impl Detector {
                     .unwrap_or_default();
                 let sequence = self.next_sequence;
                 self.next_sequence += 1;
-                self.events.push(Event {
-                    id: format!("hyp:{stamp}:{sequence}"),
-                    first_at_ms: now_ms,
-                    members: vec![member],
-                    status: EventStatus::Candidate,
-                    reports: 0,
-                    frames: 0,
-                    last_new_station_ms: now_ms,
-                    positions: Vec::new(),
-                    stable_since_ms: None,
-                    magnitude: None,
-                    last: None,
-                    located: Vec::new(),
-                    located_arrivals: 0,
-                    last_reported: None,
-                    p_window_mw: None,
-                    reading: Reading::P,
-                    first_mw: None,
-                    rose_at_ms: None,
-                    done: false,
-                });
+                self.events.push(Event::new(
+                    format!("hyp:{stamp}:{sequence}"),
+                    member,
+                    now_ms,
+                ));
             }
         }
     }
@@ -604,25 +588,10 @@ mod tests {
         let s_onset = |after_p_ms: i64, unseen_ms: i64| {
             let mut detector = Detector::new(vec![station.clone()], DetectorConfig::default());
             detector.events.push(Event {
-                id: "hyp:test:0".to_string(),
-                first_at_ms: p_ms,
-                members: vec![onset(0, p_ms)],
-                status: EventStatus::Candidate,
-                reports: 0,
-                frames: 0,
-                last_new_station_ms: p_ms,
-                positions: Vec::new(),
-                stable_since_ms: None,
-                magnitude: None,
                 last: Some(h.clone()),
                 located: vec![0],
                 located_arrivals: 1,
-                last_reported: None,
-                p_window_mw: None,
-                reading: Reading::P,
-                first_mw: None,
-                rose_at_ms: None,
-                done: false,
+                ..Event::new("hyp:test:0".to_string(), onset(0, p_ms), p_ms)
             });
             let pick_ms = p_ms + after_p_ms;
             let taken = detector.s_onset(0, pick_ms, unseen_ms, pick_ms + 500);

@@ -5,6 +5,31 @@ use super::association::shakes_beyond;
 use super::*;
 
 impl Event {
+    /// A new candidate named `id`, its one member `first` come at `now_ms`.
+    pub(super) fn new(id: String, first: Member, now_ms: i64) -> Event {
+        Event {
+            id,
+            first_at_ms: now_ms,
+            members: vec![first],
+            status: EventStatus::Candidate,
+            reports: 0,
+            frames: 0,
+            last_new_station_ms: now_ms,
+            positions: Vec::new(),
+            stable_since_ms: None,
+            magnitude: None,
+            last: None,
+            located: Vec::new(),
+            located_arrivals: 0,
+            last_reported: None,
+            p_window_mw: None,
+            reading: Reading::P,
+            first_mw: None,
+            rose_at_ms: None,
+            done: false,
+        }
+    }
+
     /// Adds a member; a station that was one already is merged into it instead (active again if the newcomer
     /// is, its first pick standing). Whether the station is new to the event.
     pub(super) fn join(&mut self, member: Member) -> bool {
