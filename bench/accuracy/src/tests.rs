@@ -4,7 +4,6 @@
 
 use crate::feed::Feed;
 use crate::scenario::{Report, Scenario, Setting, Source, run, shape_natively};
-use crate::truth::Earth;
 use osds_detector::geo::distance_km;
 use osds_detector::stations::Network;
 use osds_detector::synthetic::{Faults, Quake};
@@ -32,7 +31,7 @@ fn on_the_network(quakes: Vec<Quake>, seconds: u64, seed: u64) -> Vec<Report> {
 }
 
 fn run_on(scenario: &Scenario, network: &Network, images: bool) -> Vec<Report> {
-    let earth = Earth::new(&network.positions(), crate::EARTH_SEED);
+    let earth = crate::Options::default().earth(network);
     run(
         scenario,
         network,
@@ -219,14 +218,23 @@ fn no_quake_on_the_network_no_event_despite_stuck_stations_and_spikes() {
     assert!(run_on(&scenario, &network, true).is_empty());
 }
 
-/// A scenario of the independent matrix (or of the foreshock mixes beside it) on a draw of the truth and the
-/// feed (`--world=N`; 0 is the recorded one), run through monitor images as the benchmark runs it, scored.
-fn independent_in(name: &str, world: u64) -> crate::score::Score {
-    let network = Network::shipped();
-    let options = crate::Options {
+/// The options of a draw of the truth and the feed (`--world=N`; 0 is the recorded one).
+fn world(world: u64) -> crate::Options {
+    crate::Options {
         world,
         ..crate::Options::default()
-    };
+    }
+}
+
+/// A scenario of the independent matrix (or of the foreshock mixes beside it) on a draw of the truth and the
+/// feed, run through monitor images as the benchmark runs it, scored.
+fn independent_in(name: &str, world: u64) -> crate::score::Score {
+    independent_with(name, &self::world(world))
+}
+
+/// [`independent_in`] on the truth and the feed `options` ask for.
+fn independent_with(name: &str, options: &crate::Options) -> crate::score::Score {
+    let network = Network::shipped();
     let mut scenarios = crate::matrix::independent(&network);
     scenarios.extend(crate::matrix::foreshocks(&network));
     let scenario = options
@@ -234,7 +242,7 @@ fn independent_in(name: &str, world: u64) -> crate::score::Score {
         .into_iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no scenario {name}"));
-    let earth = Earth::new(&network.positions(), crate::EARTH_SEED + world);
+    let earth = options.earth(&network);
     let run = run(
         &scenario,
         &network,
@@ -252,17 +260,27 @@ fn assert_found_and_nothing_else(name: &str) -> crate::score::Score {
 
 /// [`independent_in`], asserting that it published no false event.
 fn assert_nothing_false_in(name: &str, world: u64) -> crate::score::Score {
-    let score = independent_in(name, world);
+    assert_nothing_false_with(name, &self::world(world))
+}
+
+fn assert_nothing_false_with(name: &str, options: &crate::Options) -> crate::score::Score {
+    let score = independent_with(name, options);
     assert!(
         score.false_event_ids.is_empty(),
-        "{name} on world {world}: false events {:?}",
+        "{name} on world {} {}: false events {:?}",
+        options.world,
+        options.departures.describe(),
         score.false_event_ids
     );
     score
 }
 
 fn assert_found_and_nothing_else_in(name: &str, world: u64) -> crate::score::Score {
-    let score = assert_nothing_false_in(name, world);
+    assert_found_and_nothing_else_with(name, &self::world(world))
+}
+
+fn assert_found_and_nothing_else_with(name: &str, options: &crate::Options) -> crate::score::Score {
+    let score = assert_nothing_false_with(name, options);
     for outcome in score
         .outcomes
         .iter()
@@ -581,4 +599,48 @@ fn another_world_draws_the_same_scenarios_from_other_seeds() {
     assert_eq!(recorded[0].feed, other[0].feed);
     assert_eq!(recorded[0].seconds, other[0].seconds);
     assert_ne!(recorded[0].seed, other[0].seed);
+}
+
+#[test]
+fn a_truth_that_departs_further_changes_only_what_was_asked() {
+    let args = |a: &[&str]| crate::Options::from_args(a.iter().map(|s| s.to_string()));
+    let recorded = args(&[]).expect("valid");
+    assert_eq!(recorded.departures, crate::truth::Departures::default());
+    assert_eq!(recorded.departures.describe(), "");
+    let options = args(&["--delays=0.8", "--sites=-0.15"]).expect("valid arguments");
+    assert_eq!(options.departures.delay_sd, 0.8);
+    assert_eq!(options.departures.site_log_pgv, -0.15);
+    assert_eq!(
+        options.departures.describe(),
+        "station delays sd 0.8 s, sites -0.15 log10 PGV"
+    );
+    for bad in ["--delays=much", "--noise=", "--p-rise=NaN"] {
+        let error = args(&[bad]).expect_err("not a number");
+        assert!(error.contains(bad), "{error}");
+    }
+
+    // The same draw: the delays spread twice as wide (the stations' own 0.12 s aside), every site moves by
+    // the offset, and the rest stays.
+    let network = Network::shipped();
+    let (before, after) = (recorded.earth(&network), options.earth(&network));
+    let spread = |earth: &crate::truth::Earth| {
+        let n = earth.terms.len() as f64;
+        let mean = earth.terms.iter().map(|t| t.delay_s).sum::<f64>() / n;
+        (earth
+            .terms
+            .iter()
+            .map(|t| (t.delay_s - mean).powi(2))
+            .sum::<f64>()
+            / n)
+            .sqrt()
+    };
+    let ratio = spread(&after) / spread(&before);
+    assert!((1.8..2.0).contains(&ratio), "{ratio}");
+    for (b, a) in before.terms.iter().zip(&after.terms) {
+        assert!((a.site_log_pgv - (b.site_log_pgv - 0.15)).abs() < 1e-9);
+        assert_eq!(
+            (a.noise_sd, a.p_contrast, a.p_rise_s),
+            (b.noise_sd, b.p_contrast, b.p_rise_s)
+        );
+    }
 }

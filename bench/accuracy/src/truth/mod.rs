@@ -19,7 +19,7 @@ pub mod shaking;
 pub mod source;
 pub mod travel;
 
-pub use earth::Earth;
+pub use earth::{Departures, Earth};
 pub use source::{Rupture, TruthQuake};
 
 use osds_detector::geo::distance_km;
