@@ -69,6 +69,36 @@ impl Prediction<'_> {
         self.magnitude.is_some() && self.passing(d, tp, ts, pick, level, WAVEFRONT_EARLY)
     }
 
+    /// Whether a pick at `station` at `pick` (seconds) with `level` shaking came before the event's P wave
+    /// was due there, by no more than [`WAVEFRONT_EARLY`] times its window's early side and what its
+    /// epicentre's uncertainty moves the arrival, at a level the event explains: its own P wave, sooner than
+    /// its solution predicts (far away the table and the stations' delays err by seconds). A quake that
+    /// follows it reaches a station sooner only from much nearer.
+    pub(super) fn ahead_of_p(
+        &self,
+        model: &Model,
+        station: &StationPosition,
+        pick: f64,
+        level: Option<f64>,
+    ) -> bool {
+        let h = self.h;
+        let d = distance_km(h.latitude, h.longitude, station.latitude, station.longitude);
+        let tp = model.p(d, h.depth_km);
+        let off = pick - (h.origin + tp);
+        let early =
+            WAVEFRONT_EARLY * p_window(tp).0 + h.horizontal_uncertainty_km / FAR_APPARENT_KM_S;
+        (-early..0.0).contains(&off) && self.explains_level(d, level)
+    }
+
+    /// Whether `level` shaking `d` km from the epicentre, if known, is within what the event's magnitude, if
+    /// known, explains there.
+    fn explains_level(&self, d: f64, level: Option<f64>) -> bool {
+        match (self.magnitude, level) {
+            (Some(m), Some(level)) => !shakes_beyond(self.h, m, d, level),
+            _ => true,
+        }
+    }
+
     /// Whether the event's waves are passing a station `d` km away (P and S `tp`, `ts` seconds after the
     /// origin) at `pick`: its P wave's coda while the fault still breaks, then its S wave and coda, each
     /// window's early side `early_factor` times its own; and `level`, if known, within what its magnitude, if
@@ -102,11 +132,8 @@ impl Prediction<'_> {
         } else {
             0.0
         };
-        let level_fits = match (self.magnitude, level) {
-            (Some(m), Some(level)) => !shakes_beyond(h, m, d, level + wave_level),
-            _ => true,
-        };
-        (in_p_coda || in_s || still_breaking) && level_fits
+        (in_p_coda || in_s || still_breaking)
+            && self.explains_level(d, level.map(|level| level + wave_level))
     }
 }
 

@@ -426,28 +426,38 @@ impl Detector {
                 return false;
             }
         }
-        // Whether most used picks came while `source`'s waves were passing their stations (loosely, see
-        // `reaches_loosely`), at a level it explains there or, with `at_any_level`, at any.
-        let mostly_reached = |source: &Prediction, at_any_level: bool| {
-            let reached = used_members
+        // Whether most used picks pass `test` (the pick's station, its time in seconds and its peak).
+        let mostly = |test: &dyn Fn(&StationPosition, f64, f64) -> bool| {
+            let passed = used_members
                 .iter()
                 .filter(|m| {
-                    source.reaches_loosely(
-                        &self.config.travel_times,
+                    test(
                         &self.positions[m.station],
                         m.pick_ms as f64 / 1000.0,
-                        (!at_any_level).then_some(m.peak),
+                        m.peak,
                     )
                 })
                 .count();
-            2 * reached > used
+            2 * passed > used
+        };
+        let model = &self.config.travel_times;
+        // Whether most used picks came while `source`'s waves were passing their stations (loosely, see
+        // `reaches_loosely`), at a level it explains there or, with `at_any_level`, at any.
+        let mostly_reached = |source: &Prediction, at_any_level: bool| {
+            mostly(&|station, pick, peak| {
+                source.reaches_loosely(model, station, pick, (!at_any_level).then_some(peak))
+            })
         };
         // A reported quake's own waves, arriving far away sooner than its solution predicts, fit a quake of
         // their own on the stations they reach first. Most picks about when that quake's P or S wave was due
         // there, shaking no harder than it explains, are its wavefront — unless beside its source (an
-        // aftershock).
+        // aftershock). Most picks just before its P wave was due are its P wave wherever they place the
+        // candidate (a magnitude read high widens the aftershock zone over stations its P wave is reaching).
         let wavefront = sources.iter().any(|source| {
-            !in_aftershock_zone(source.h, source.magnitude, h) && mostly_reached(source, false)
+            (!in_aftershock_zone(source.h, source.magnitude, h) && mostly_reached(source, false))
+                || mostly(&|station, pick, peak| {
+                    source.ahead_of_p(model, station, pick, Some(peak))
+                })
         });
         if wavefront {
             return false;
