@@ -69,11 +69,11 @@ impl Options {
                         .parse()
                         .map_err(|_| format!("--world takes a whole number, not `{a}`"))?;
                 }
-                a if a.starts_with("--delays=") => options.departures.delay_sd = number(a)?,
+                a if a.starts_with("--delays=") => options.departures.delay_sd = at_least_0(a)?,
                 a if a.starts_with("--sites=") => options.departures.site_log_pgv = number(a)?,
                 a if a.starts_with("--contrast=") => options.departures.p_contrast = number(a)?,
-                a if a.starts_with("--p-rise=") => options.departures.p_rise_scale = number(a)?,
-                a if a.starts_with("--noise=") => options.departures.noise_scale = number(a)?,
+                a if a.starts_with("--p-rise=") => options.departures.p_rise_scale = at_least_0(a)?,
+                a if a.starts_with("--noise=") => options.departures.noise_scale = at_least_0(a)?,
                 a if a.starts_with("--") => {}
                 _ => options.only.push(arg),
             }
@@ -110,6 +110,15 @@ fn number(arg: &str) -> std::result::Result<f64, String> {
         .and_then(|(_, v)| v.parse::<f64>().ok())
         .filter(|v| v.is_finite())
         .ok_or_else(|| format!("`{arg}` takes a number"))
+}
+
+/// [`number`], not below zero (a spread, a scale).
+fn at_least_0(arg: &str) -> std::result::Result<f64, String> {
+    let value = number(arg)?;
+    if value < 0.0 {
+        return Err(format!("`{arg}` takes a number not below zero"));
+    }
+    Ok(value)
 }
 
 /// Runs scenarios on two threads (the machine's cores).

@@ -633,7 +633,7 @@ fn a_truth_that_departs_further_changes_only_what_was_asked() {
         options.departures.describe(),
         "station delays sd 0.8 s, sites -0.15 log10 PGV"
     );
-    for bad in ["--delays=much", "--noise=", "--p-rise=NaN"] {
+    for bad in ["--delays=much", "--noise=", "--p-rise=NaN", "--delays=-0.4"] {
         let error = args(&[bad]).expect_err("not a number");
         assert!(error.contains(bad), "{error}");
     }
