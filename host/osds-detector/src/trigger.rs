@@ -4,6 +4,11 @@
 //! and that is not rising is faulty (stuck) and ignored until its reading moves. The pick is the observation second at
 //! which the station's own rise began to qualify, not the later one at which its neighbours confirmed it.
 //!
+//! A noisy station (everyday noise near roads and towns, a poor site) would cross those fixed rises on its noise
+//! alone, so each station's rises are scaled by its own frame-to-frame noise, learnt while it is quiet: a
+//! station noisier than [`QUIET_NOISE`] needs proportionally more to trigger and to confirm a neighbour, and no
+//! station ever needs less than the rises above.
+//!
 //! Windows are kept by observation time, not by frame count, so a lost frame shortens a window instead of
 //! shifting every pick. A triggered station re-arms once its rise has died away for a few seconds: a later rise
 //! (an aftershock's waves on a mainshock's stations) triggers it again, and the detector decides whose it is.
@@ -20,8 +25,19 @@ const NEIGHBOUR_RADIUS_KM: f64 = 60.0;
 const STUCK_LEVEL: f64 = 3.0;
 const STUCK_MARGIN: f64 = 3.0;
 const REFRACTORY_MS: i64 = 60_000;
-/// A triggered station re-arms after its rise has stayed under [`NEIGHBOUR_RISE`] this long.
+/// A triggered station re-arms after its rise has stayed under its neighbour rise this long.
 const REARM_MS: i64 = 3_000;
+/// The frame-to-frame noise (σ, intensity) the fixed rises are made for: they sit 4.4 σ (a trigger) and 2 σ (a
+/// confirming neighbour) above it. A noisier station's rises grow with its noise.
+const QUIET_NOISE: f64 = 0.25;
+/// Steps a station's noise is learnt from before it counts: until then its rises are the fixed ones.
+const NOISE_LEARNT: f64 = 8.0;
+/// How old a step is before it is learnt as noise.
+const NOISE_DELAY_MS: i64 = 2_000;
+/// A step this many times the mean so far is learnt as only this (a spike, an onset not yet seen as one).
+const NOISE_CLIP: f64 = 4.0;
+/// Frames the noise is averaged over once learnt (a slowly changing noise, such as a town's day and night).
+const NOISE_FRAMES: f64 = 300.0;
 /// The monitor's frames are a second apart: picks a frame apart, and a station observed the frame before its
 /// rise went unobserved for no time.
 pub const FRAME_MS: i64 = 1_000;
@@ -59,7 +75,50 @@ pub struct Trigger {
     faulty: Vec<bool>,
     /// A station reset after an event may not trigger again before this time (its coda is not a new quake).
     refractory_until: Vec<i64>,
+    noise: Vec<Noise>,
     now_ms: i64,
+}
+
+/// A station's frame-to-frame noise, learnt from consecutive frames while it is quiet.
+#[derive(Debug, Clone, Copy)]
+struct Noise {
+    /// Mean |change| between consecutive frames.
+    mean_step: f64,
+    /// How many it is the mean of, up to [`NOISE_FRAMES`].
+    frames: f64,
+}
+
+impl Noise {
+    /// For Gaussian noise of σ, consecutive frames differ by 2σ/√π on average.
+    const STEP_PER_SIGMA: f64 = std::f64::consts::FRAC_2_SQRT_PI;
+
+    fn new() -> Noise {
+        Noise {
+            mean_step: 0.0,
+            frames: 0.0,
+        }
+    }
+
+    fn learn(&mut self, step: f64) {
+        let mut step = step.abs();
+        if self.frames >= NOISE_LEARNT {
+            step = step.min(NOISE_CLIP * self.mean_step);
+        }
+        self.frames = (self.frames + 1.0).min(NOISE_FRAMES);
+        self.mean_step += (step - self.mean_step) / self.frames;
+    }
+
+    /// What the station's rises are multiplied by: 1 up to [`QUIET_NOISE`], its noise over that above.
+    fn scale(&self) -> f64 {
+        // Learnt from a few frames, a quiet station may seem noisy: its noise is taken two standard errors
+        // lower (a mean of n steps is off by 0.76/√n of itself), so only a station surely noisier is scaled.
+        let sigma = if self.frames >= NOISE_LEARNT {
+            self.mean_step / Noise::STEP_PER_SIGMA * (1.0 - 2.0 * 0.76 / self.frames.sqrt())
+        } else {
+            0.0
+        };
+        (sigma / QUIET_NOISE).max(1.0)
+    }
 }
 
 impl Trigger {
@@ -97,6 +156,7 @@ impl Trigger {
             calm_since: vec![None; n],
             faulty: vec![false; n],
             refractory_until: vec![i64::MIN; n],
+            noise: vec![Noise::new(); n],
             now_ms: i64::MIN,
         }
     }
@@ -126,7 +186,12 @@ impl Trigger {
 
     /// Rising, though not (yet) confirmed: its silence is no evidence against an arrival.
     pub fn is_rising(&self, station: usize) -> bool {
-        self.rise(station) >= NEIGHBOUR_RISE
+        self.rise(station) >= self.neighbour_rise(station)
+    }
+
+    /// The rise with which `station` confirms a neighbour, for its noise.
+    fn neighbour_rise(&self, station: usize) -> f64 {
+        NEIGHBOUR_RISE * self.noise[station].scale()
     }
 
     pub fn is_triggered(&self, station: usize) -> bool {
@@ -170,11 +235,26 @@ impl Trigger {
             while h.front().is_some_and(|(t, _)| *t < at_ms - WINDOW_MS) {
                 h.pop_front();
             }
-            if let Some(v) = value {
-                h.push_back((at_ms, *v));
+            if let Some(v) = *value {
+                h.push_back((at_ms, v));
+            }
+            // Noise is learnt from a step a few frames old between consecutive frames (a lost frame doubles a
+            // step), while the station is not rising: a quake's arrival keeps it risen for longer than that, and
+            // a distant quake's slow wavefront too, so their steps are not taken for noise (the wavefront's
+            // stations would grow deaf to it). A coda's slow decay is, harmlessly.
+            let at = |t: i64| h.iter().find(|(s, _)| *s == t).map(|(_, v)| *v);
+            let old = at_ms - NOISE_DELAY_MS;
+            if let (Some(before), Some(after)) = (at(old - FRAME_MS), at(old))
+                && value.is_some()
+                && !self.faulty[i]
+                && self.rise(i) < self.neighbour_rise(i)
+            {
+                self.noise[i].learn(after - before);
             }
         }
         let rises: Vec<f64> = (0..values.len()).map(|i| self.rise(i)).collect();
+        let scales: Vec<f64> = self.noise.iter().map(Noise::scale).collect();
+        let neighbour_rises: Vec<f64> = scales.iter().map(|s| NEIGHBOUR_RISE * s).collect();
         let latest: Vec<Option<f64>> = self
             .history
             .iter()
@@ -195,7 +275,7 @@ impl Trigger {
                 None => self.faulty[i],
                 Some(level)
                     if level >= STUCK_LEVEL
-                        && rises[i] < NEIGHBOUR_RISE
+                        && rises[i] < neighbour_rises[i]
                         && !neighbours.is_empty() =>
                 {
                     neighbours
@@ -206,7 +286,7 @@ impl Trigger {
             };
             if self.triggered[i] {
                 // Re-arms once the rise that triggered it has died away for a while.
-                if rises[i] < NEIGHBOUR_RISE {
+                if rises[i] < neighbour_rises[i] {
                     let since = *self.calm_since[i].get_or_insert(at_ms);
                     if at_ms - since >= REARM_MS {
                         self.triggered[i] = false;
@@ -219,7 +299,7 @@ impl Trigger {
                     continue;
                 }
             }
-            if rises[i] < RISE {
+            if rises[i] < RISE * scales[i] {
                 self.onset[i] = None;
                 continue;
             }
@@ -237,13 +317,13 @@ impl Trigger {
                 continue;
             }
             let confirmed = if neighbours.is_empty() {
-                rises[i] >= LONE_RISE
+                rises[i] >= LONE_RISE * scales[i]
             } else {
                 let n = neighbours.len();
                 let needed = n.min((n / 3).max(4));
                 neighbours
                     .iter()
-                    .filter(|&&j| rises[j] >= NEIGHBOUR_RISE)
+                    .filter(|&&j| rises[j] >= neighbour_rises[j])
                     .count()
                     >= needed
             };
@@ -334,6 +414,25 @@ mod tests {
         // Its reading moves: it is a station again.
         trigger.step(8_000, &frame(1.5, Some(3.9)));
         assert!(!trigger.is_faulty(0));
+    }
+
+    #[test]
+    fn a_noisy_neighbourhood_does_not_trigger_on_its_noise_but_does_on_strong_shaking() {
+        let mut trigger = Trigger::new(&cluster());
+        // Everyday noise: a jolt of 1.6 every 5 s, which the fixed rises (1.1, confirmed by 0.5) take for an
+        // arrival each time the stations have re-armed. The first seconds teach the stations their noise.
+        let noise = |t: i64| if t % 5 == 1 { -1.0 } else { -2.6 };
+        for t in 0..20 {
+            trigger.step(t * 1000, &[Some(noise(t)); 5]);
+        }
+        for t in 20..60 {
+            assert!(
+                trigger.step(t * 1000, &[Some(noise(t)); 5]).is_empty(),
+                "noise at {t} s"
+            );
+        }
+        // Strong shaking stands far above that noise.
+        assert_eq!(trigger.step(60_000, &[Some(4.0); 5]).len(), 5);
     }
 
     #[test]
