@@ -91,6 +91,8 @@ struct Noise {
 impl Noise {
     /// For Gaussian noise of σ, consecutive frames differ by 2σ/√π on average.
     const STEP_PER_SIGMA: f64 = std::f64::consts::FRAC_2_SQRT_PI;
+    /// One |step|'s standard deviation over its mean (√(π/2 − 1)): a mean of n steps is off by this over √n.
+    const STEP_SPREAD: f64 = 0.76;
 
     fn new() -> Noise {
         Noise {
@@ -111,9 +113,10 @@ impl Noise {
     /// What the station's rises are multiplied by: 1 up to [`QUIET_NOISE`], its noise over that above.
     fn scale(&self) -> f64 {
         // Learnt from a few frames, a quiet station may seem noisy: its noise is taken two standard errors
-        // lower (a mean of n steps is off by 0.76/√n of itself), so only a station surely noisier is scaled.
+        // lower, so only a station surely noisier is scaled.
         let sigma = if self.frames >= NOISE_LEARNT {
-            self.mean_step / Noise::STEP_PER_SIGMA * (1.0 - 2.0 * 0.76 / self.frames.sqrt())
+            self.mean_step / Noise::STEP_PER_SIGMA
+                * (1.0 - 2.0 * Noise::STEP_SPREAD / self.frames.sqrt())
         } else {
             0.0
         };
@@ -254,6 +257,7 @@ impl Trigger {
         }
         let rises: Vec<f64> = (0..values.len()).map(|i| self.rise(i)).collect();
         let scales: Vec<f64> = self.noise.iter().map(Noise::scale).collect();
+        // The same rises as `neighbour_rise`, from the scales just computed.
         let neighbour_rises: Vec<f64> = scales.iter().map(|s| NEIGHBOUR_RISE * s).collect();
         let latest: Vec<Option<f64>> = self
             .history
