@@ -47,11 +47,15 @@ pub struct Options {
     pub world: u64,
     /// How far the truth's Earth departs from the detector's model (the recorded tables: the default).
     pub departures: truth::Departures,
+    /// Seconds of quiet network fed to the detector before each scenario begins (the recorded tables: none;
+    /// every scenario starts 10 s before its first quake, as if the service had just started).
+    pub lead_in_s: u64,
 }
 
 impl Options {
     /// `[--values] [--reports] [--in-model | --independent | --foreshocks] [--world=N] [--delays=S]
-    /// [--sites=L] [--contrast=C] [--p-rise=X] [--noise=X] [NAME...]` (the last five: [`truth::Departures`]);
+    /// [--sites=L] [--contrast=C] [--p-rise=X] [--noise=X] [--lead-in=S] [NAME...]` (`--delays` to `--noise`:
+    /// [`truth::Departures`]);
     /// other flags (a bench harness's `--bench`) are ignored. An error names an argument it cannot read.
     pub fn from_args(
         args: impl IntoIterator<Item = String>,
@@ -68,6 +72,11 @@ impl Options {
                     options.world = a["--world=".len()..]
                         .parse()
                         .map_err(|_| format!("--world takes a whole number, not `{a}`"))?;
+                }
+                a if a.starts_with("--lead-in=") => {
+                    options.lead_in_s = a["--lead-in=".len()..]
+                        .parse()
+                        .map_err(|_| format!("--lead-in takes whole seconds, not `{a}`"))?;
                 }
                 a if a.starts_with("--delays=") => options.departures.delay_sd = at_least_0(a)?,
                 a if a.starts_with("--sites=") => options.departures.site_log_pgv = number(a)?,
@@ -147,6 +156,7 @@ fn run_all(
                         &earth,
                         &travel_times,
                         !options.values,
+                        options.lead_in_s,
                         shape,
                     );
                     if options.reports {
@@ -250,6 +260,12 @@ pub fn run_matrices(options: &Options, shaper: &str, shape: &(dyn Fn(&Solution) 
                 format!(", world {}", options.world)
             },
         );
+        if options.lead_in_s > 0 {
+            println!(
+                "   each scenario after {} s of quiet network (a detector that has been running)",
+                options.lead_in_s
+            );
+        }
         let departures = options.departures.describe();
         if !departures.is_empty() && on_truth {
             println!("   the truth departs further than recorded: {departures}");

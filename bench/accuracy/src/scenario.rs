@@ -13,6 +13,7 @@ use osds_detector::kmoni::{self, Image, SURFACE_INTENSITY};
 use osds_detector::stations::Network;
 use osds_detector::synthetic::{Faults, Quake, frames};
 use osds_detector::traveltime::Model;
+use osds_detector::trigger::StationPosition;
 use std::sync::Arc;
 
 /// Unix ms of frame 0.
@@ -142,14 +143,59 @@ fn third(mut arrivals: Vec<f64>) -> f64 {
     arrivals.get(2).copied().unwrap_or(f64::NAN)
 }
 
+/// Added to a scenario's seed for its lead-in's frames, so that the scenario's own draws stay as they were.
+const LEAD_IN_SEED: u64 = 0x001e_ad1e;
+
+/// `seconds` of the scenario's network before it begins, with nothing happening but its lasting faults
+/// (stuck and flapping stations, dropouts) and its noise: a detector that has been running for a while.
+fn lead_in(
+    scenario: &Scenario,
+    positions: &[StationPosition],
+    earth: &Earth,
+    travel_times: &Model,
+    seconds: u64,
+) -> Vec<Vec<Option<f64>>> {
+    let seed = scenario.seed + LEAD_IN_SEED;
+    match &scenario.source {
+        Source::InModel { faults, .. } => {
+            let faults = Faults {
+                spike: Vec::new(),
+                ..faults.clone()
+            };
+            frames(travel_times, &[], positions, seconds, &faults, seed)
+        }
+        Source::Truth(truth) => {
+            let quiet = Truth {
+                quakes: Vec::new(),
+                disturbances: truth
+                    .disturbances
+                    .iter()
+                    .filter(|d| {
+                        matches!(
+                            d,
+                            truth::Disturbance::Stuck { .. } | truth::Disturbance::Flapping { .. }
+                        )
+                    })
+                    .cloned()
+                    .collect(),
+                dropout: truth.dropout,
+            };
+            truth::render(earth, &quiet, positions, seconds, seed).frames
+        }
+    }
+}
+
 /// Runs a scenario through images (render → decode at the pixels) or, with `images` false, feeds the
-/// quantised values straight to the detector, and shapes every solution with `shape`.
+/// quantised values straight to the detector, and shapes every solution with `shape`. `lead_in_s` seconds of
+/// quiet network come first, each frame delivered 1.5 s after its second (reports published then count as
+/// false events like any other).
 pub fn run(
     scenario: &Scenario,
     network: &Network,
     earth: &Earth,
     travel_times: &Arc<Model>,
     images: bool,
+    lead_in_s: u64,
     shape: &dyn Fn(&Solution) -> serde_json::Value,
 ) -> Run {
     let positions = network.positions();
@@ -225,6 +271,25 @@ pub fn run(
             reports.push(Report::from_json(&shape(&solution)));
         }
     };
+    let through_images = |values: Vec<Option<f64>>| {
+        if images {
+            let at: Vec<_> = network.pixels.iter().copied().zip(values).collect();
+            let gif = kmoni::render(SURFACE_INTENSITY, &at);
+            Image::decode(&gif)
+                .expect("a rendered image decodes")
+                .sample(SURFACE_INTENSITY, &network.pixels)
+        } else {
+            values
+        }
+    };
+    let lead_in = lead_in(scenario, &positions, earth, travel_times, lead_in_s);
+    for (n, values) in lead_in.into_iter().enumerate() {
+        let frame_ms = START_MS - (lead_in_s as i64 - n as i64) * 1000;
+        publish(
+            detector.step(frame_ms, &through_images(values)),
+            frame_ms + 1500,
+        );
+    }
     let mut lost_frames = 0;
     let mut last_frame_ms = START_MS;
     let mut last_delivery_ms = START_MS;
@@ -235,15 +300,7 @@ pub fn run(
             publish(detector.silent(frame_ms), last_delivery_ms);
             continue;
         };
-        let values = if images {
-            let at: Vec<_> = network.pixels.iter().copied().zip(values).collect();
-            let gif = kmoni::render(SURFACE_INTENSITY, &at);
-            Image::decode(&gif)
-                .expect("a rendered image decodes")
-                .sample(SURFACE_INTENSITY, &network.pixels)
-        } else {
-            values
-        };
+        let values = through_images(values);
         last_delivery_ms = START_MS + (at * 1000.0).round() as i64;
         last_frame_ms = frame_ms;
         publish(detector.step(frame_ms, &values), last_delivery_ms);

@@ -38,6 +38,7 @@ fn run_on(scenario: &Scenario, network: &Network, images: bool) -> Vec<Report> {
         &earth,
         &Arc::new(Model::jma2001()),
         images,
+        0,
         &shape_natively,
     )
     .reports
@@ -249,6 +250,7 @@ fn independent_with(name: &str, options: &crate::Options) -> crate::score::Score
         &earth,
         &Arc::new(Model::jma2001()),
         true,
+        options.lead_in_s,
         &shape_natively,
     );
     crate::score::score(&run)
@@ -662,4 +664,19 @@ fn a_truth_that_departs_further_changes_only_what_was_asked() {
             (b.noise_sd, b.p_contrast, b.p_rise_s)
         );
     }
+}
+
+/// `--lead-in=S` runs each scenario after S seconds of quiet network (a detector that has been running): the
+/// lead-in makes no event, and the quake after it is found as without it.
+#[test]
+fn a_lead_in_of_quiet_network_makes_no_event_and_the_quake_after_it_is_found() {
+    let args = |a: &[&str]| crate::Options::from_args(a.iter().map(|s| s.to_string()));
+    assert_eq!(args(&[]).expect("valid").lead_in_s, 0);
+    let options = args(&["--lead-in=30"]).expect("valid arguments");
+    assert_eq!(options.lead_in_s, 30);
+    for bad in ["--lead-in=soon", "--lead-in=-5", "--lead-in=1.5"] {
+        let error = args(&[bad]).expect_err("not whole seconds");
+        assert!(error.contains(bad), "{error}");
+    }
+    assert_found_and_nothing_else_with("gifu-m4.5", &options);
 }

@@ -3,11 +3,12 @@
 //! the host's Wasm runtime as `osds serve` runs it.
 //!
 //! `cargo run --release -p osds-bench --bin osds-accuracy [-- [--values] [--reports] [--in-model |
-//! --independent | --foreshocks] [--world=N] [NAME...]]`: `--values` feeds the values without images,
-//! `--reports` prints every report, `--foreshocks` runs only the exploratory foreshock mixes (outside both
-//! matrices), `--world=N` draws the truth's stations, scatter and noise and the feed's delays and losses
-//! again from other seeds (the scenarios stay; 0 is the recorded draw), names pick scenarios. Results are
-//! recorded in BENCHMARKS.md.
+//! --independent | --foreshocks] [--world=N] [--lead-in=S] [NAME...]]`: `--values` feeds the values without
+//! images, `--reports` prints every report, `--foreshocks` runs only the exploratory foreshock mixes (outside
+//! both matrices), `--world=N` draws the truth's stations, scatter and noise and the feed's delays and losses
+//! again from other seeds (the scenarios stay; 0 is the recorded draw), `--lead-in=S` feeds S seconds of quiet
+//! network before each scenario (a detector that has been running; none in the recorded tables), names pick
+//! scenarios. Results are recorded in BENCHMARKS.md.
 
 use anyhow::Context;
 use osds_accuracy::{Options, run_matrices};
