@@ -68,16 +68,8 @@ impl Options {
                 "--in-model" => options.only_in_model = true,
                 "--independent" => options.only_independent = true,
                 "--foreshocks" => options.foreshocks = true,
-                a if a.starts_with("--world=") => {
-                    options.world = a["--world=".len()..]
-                        .parse()
-                        .map_err(|_| format!("--world takes a whole number, not `{a}`"))?;
-                }
-                a if a.starts_with("--lead-in=") => {
-                    options.lead_in_s = a["--lead-in=".len()..]
-                        .parse()
-                        .map_err(|_| format!("--lead-in takes whole seconds, not `{a}`"))?;
-                }
+                a if a.starts_with("--world=") => options.world = whole(a)?,
+                a if a.starts_with("--lead-in=") => options.lead_in_s = whole(a)?,
                 a if a.starts_with("--delays=") => options.departures.delay_sd = at_least_0(a)?,
                 a if a.starts_with("--sites=") => options.departures.site_log_pgv = number(a)?,
                 a if a.starts_with("--contrast=") => options.departures.p_contrast = number(a)?,
@@ -119,6 +111,13 @@ fn number(arg: &str) -> std::result::Result<f64, String> {
         .and_then(|(_, v)| v.parse::<f64>().ok())
         .filter(|v| v.is_finite())
         .ok_or_else(|| format!("`{arg}` takes a number"))
+}
+
+/// The whole number after the `=` of `--name=number` (a world, seconds).
+fn whole(arg: &str) -> std::result::Result<u64, String> {
+    arg.split_once('=')
+        .and_then(|(_, v)| v.parse::<u64>().ok())
+        .ok_or_else(|| format!("`{arg}` takes a whole number"))
 }
 
 /// [`number`], not below zero (a spread, a scale).

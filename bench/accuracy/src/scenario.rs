@@ -132,6 +132,8 @@ pub fn shape_natively(solution: &Solution) -> serde_json::Value {
 pub struct Run {
     pub quakes: Vec<TrueQuake>,
     pub reports: Vec<Report>,
+    /// Frames the detector was given, a lead-in's included.
+    pub fed_frames: usize,
     /// Frames the feed never delivered.
     pub lost_frames: usize,
     /// The frame time of the last frame delivered.
@@ -282,8 +284,10 @@ pub fn run(
             values
         }
     };
+    let mut fed_frames = 0;
     let lead_in = lead_in(scenario, &positions, earth, travel_times, lead_in_s);
     for (n, values) in lead_in.into_iter().enumerate() {
+        fed_frames += 1;
         let frame_ms = START_MS - (lead_in_s as i64 - n as i64) * 1000;
         publish(
             detector.step(frame_ms, &through_images(values)),
@@ -301,6 +305,7 @@ pub fn run(
             continue;
         };
         let values = through_images(values);
+        fed_frames += 1;
         last_delivery_ms = START_MS + (at * 1000.0).round() as i64;
         last_frame_ms = frame_ms;
         publish(detector.step(frame_ms, &values), last_delivery_ms);
@@ -309,6 +314,7 @@ pub fn run(
     Run {
         quakes,
         reports,
+        fed_frames,
         lost_frames,
         last_frame_ms,
     }

@@ -235,6 +235,11 @@ fn independent_in(name: &str, world: u64) -> crate::score::Score {
 
 /// [`independent_in`] on the truth and the feed `options` ask for.
 fn independent_with(name: &str, options: &crate::Options) -> crate::score::Score {
+    crate::score::score(&independent_run(name, options))
+}
+
+/// [`independent_with`]'s run, unscored.
+fn independent_run(name: &str, options: &crate::Options) -> crate::scenario::Run {
     let network = Network::shipped();
     let mut scenarios = crate::matrix::independent(&network);
     scenarios.extend(crate::matrix::foreshocks(&network));
@@ -244,7 +249,7 @@ fn independent_with(name: &str, options: &crate::Options) -> crate::score::Score
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no scenario {name}"));
     let earth = options.earth(&network);
-    let run = run(
+    run(
         &scenario,
         &network,
         &earth,
@@ -252,8 +257,7 @@ fn independent_with(name: &str, options: &crate::Options) -> crate::score::Score
         true,
         options.lead_in_s,
         &shape_natively,
-    );
-    crate::score::score(&run)
+    )
 }
 
 fn assert_found_and_nothing_else(name: &str) -> crate::score::Score {
@@ -678,5 +682,25 @@ fn a_lead_in_of_quiet_network_makes_no_event_and_the_quake_after_it_is_found() {
         let error = args(&[bad]).expect_err("not whole seconds");
         assert!(error.contains(bad), "{error}");
     }
-    assert_found_and_nothing_else_with("gifu-m4.5", &options);
+    let scenarios = options.select(crate::matrix::independent(&Network::shipped()));
+    let gifu = scenarios
+        .iter()
+        .find(|s| s.name == "gifu-m4.5")
+        .expect("gifu");
+    let run = independent_run("gifu-m4.5", &options);
+    assert_eq!(
+        run.fed_frames + run.lost_frames,
+        30 + gifu.seconds as usize,
+        "the lead-in's frames reach the detector before the scenario's"
+    );
+    let score = crate::score::score(&run);
+    assert!(
+        score.false_event_ids.is_empty(),
+        "{:?}",
+        score.false_event_ids
+    );
+    assert!(
+        score.outcomes.iter().all(|o| o.event_id.is_some()),
+        "gifu missed"
+    );
 }
