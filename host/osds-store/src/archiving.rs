@@ -234,7 +234,7 @@ pub(crate) async fn recover_in<C: ReadContext + WriteConn>(
         let (report_id, outcome) = match context.existing {
             Some(id) => {
                 summary.duplicates += 1;
-                (id, "duplicate")
+                (id, DeliveryOutcome::Duplicate)
             }
             None => {
                 let id = context.next_id;
@@ -254,7 +254,7 @@ pub(crate) async fn recover_in<C: ReadContext + WriteConn>(
                     },
                 )?;
                 summary.new_versions.push(id);
-                (id, "new-version")
+                (id, DeliveryOutcome::NewVersion)
             }
         };
         statements
@@ -265,7 +265,7 @@ pub(crate) async fn recover_in<C: ReadContext + WriteConn>(
             .bind(item.delivery_id)
             .bind(report_id)
             .bind(event_key)
-            .bind(outcome)
+            .bind(outcome.as_str())
             .bind(format!("{}@{}", item.decoder_name, item.decoder_sha256))
             .bind(now.clone());
         conn.run(statements).await?;
