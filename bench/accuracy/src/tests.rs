@@ -235,11 +235,11 @@ fn independent_in(name: &str, world: u64) -> crate::score::Score {
 
 /// [`independent_in`] on the truth and the feed `options` ask for.
 fn independent_with(name: &str, options: &crate::Options) -> crate::score::Score {
-    crate::score::score(&independent_run(name, options))
+    crate::score::score(&independent_run(name, options).1)
 }
 
-/// [`independent_with`]'s run, unscored.
-fn independent_run(name: &str, options: &crate::Options) -> crate::scenario::Run {
+/// [`independent_with`]'s scenario and its run, unscored.
+fn independent_run(name: &str, options: &crate::Options) -> (Scenario, crate::scenario::Run) {
     let network = Network::shipped();
     let mut scenarios = crate::matrix::independent(&network);
     scenarios.extend(crate::matrix::foreshocks(&network));
@@ -249,7 +249,7 @@ fn independent_run(name: &str, options: &crate::Options) -> crate::scenario::Run
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no scenario {name}"));
     let earth = options.earth(&network);
-    run(
+    let run = run(
         &scenario,
         &network,
         &earth,
@@ -257,7 +257,8 @@ fn independent_run(name: &str, options: &crate::Options) -> crate::scenario::Run
         true,
         options.lead_in_s,
         &shape_natively,
-    )
+    );
+    (scenario, run)
 }
 
 fn assert_found_and_nothing_else(name: &str) -> crate::score::Score {
@@ -270,7 +271,15 @@ fn assert_nothing_false_in(name: &str, world: u64) -> crate::score::Score {
 }
 
 fn assert_nothing_false_with(name: &str, options: &crate::Options) -> crate::score::Score {
-    let score = independent_with(name, options);
+    nothing_false(name, options, independent_with(name, options))
+}
+
+/// Asserts that `score` (of `name` run with `options`) has no false event.
+fn nothing_false(
+    name: &str,
+    options: &crate::Options,
+    score: crate::score::Score,
+) -> crate::score::Score {
     assert!(
         score.false_event_ids.is_empty(),
         "{name} on world {} {}: false events {:?}",
@@ -286,7 +295,16 @@ fn assert_found_and_nothing_else_in(name: &str, world: u64) -> crate::score::Sco
 }
 
 fn assert_found_and_nothing_else_with(name: &str, options: &crate::Options) -> crate::score::Score {
-    let score = assert_nothing_false_with(name, options);
+    found_and_nothing_else(name, options, independent_with(name, options))
+}
+
+/// Asserts that `score` (of `name` run with `options`) found every quake it must and has no false event.
+fn found_and_nothing_else(
+    name: &str,
+    options: &crate::Options,
+    score: crate::score::Score,
+) -> crate::score::Score {
+    let score = nothing_false(name, options, score);
     for outcome in score
         .outcomes
         .iter()
@@ -682,25 +700,11 @@ fn a_lead_in_of_quiet_network_makes_no_event_and_the_quake_after_it_is_found() {
         let error = args(&[bad]).expect_err("not whole seconds");
         assert!(error.contains(bad), "{error}");
     }
-    let scenarios = options.select(crate::matrix::independent(&Network::shipped()));
-    let gifu = scenarios
-        .iter()
-        .find(|s| s.name == "gifu-m4.5")
-        .expect("gifu");
-    let run = independent_run("gifu-m4.5", &options);
+    let (gifu, run) = independent_run("gifu-m4.5", &options);
     assert_eq!(
         run.fed_frames + run.lost_frames,
-        30 + gifu.seconds as usize,
+        (options.lead_in_s + gifu.seconds) as usize,
         "the lead-in's frames reach the detector before the scenario's"
     );
-    let score = crate::score::score(&run);
-    assert!(
-        score.false_event_ids.is_empty(),
-        "{:?}",
-        score.false_event_ids
-    );
-    assert!(
-        score.outcomes.iter().all(|o| o.event_id.is_some()),
-        "gifu missed"
-    );
+    found_and_nothing_else("gifu-m4.5", &options, crate::score::score(&run));
 }
