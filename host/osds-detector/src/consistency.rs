@@ -98,6 +98,9 @@ pub struct Candidate<'a> {
     pub magnitude: Option<f64>,
     /// (station, peak so far) of its members.
     pub members: &'a [(usize, f64)],
+    /// How many picks its solution was located from. A great quake's members run to hundreds while its
+    /// solution rests on a few dozen picks: what the neighbourhood may leave unexplained is counted over these.
+    pub picks: usize,
 }
 
 impl Candidate<'_> {
@@ -123,14 +126,20 @@ pub struct Verdict {
     pub tested: usize,
     /// Stations shaking sooner or more strongly than the solution explains.
     pub unexplained: usize,
+    /// The picks the solution was located from (see [`Candidate::picks`]).
+    pub picks: usize,
 }
 
 impl Verdict {
-    /// Whether the solution may be published.
-    pub fn plausible(&self, members: usize) -> bool {
+    /// Whether the solution may be published: few of the stations that should show it are silent, and the
+    /// stations it cannot explain number at most a third of its picks. (Counted over its members instead, a
+    /// distant great quake's wavefront, fitted as an M9 off the Kurils from 33 picks with 358 members, was
+    /// allowed 119 stations shaking too soon or too strongly, and had 109: BENCHMARKS.md, under a trial noise
+    /// rule.)
+    pub fn plausible(&self) -> bool {
         self.silent <= (self.expected / 3).max(1)
             && self.silent <= (self.tested / 4).max(2)
-            && self.unexplained <= (members / 3).max(2)
+            && self.unexplained <= (self.picks / 3).max(2)
     }
 }
 
@@ -214,13 +223,17 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
         })
         .unzip();
     if offsets.is_empty() {
-        return Verdict::default();
+        return Verdict {
+            picks: candidate.picks,
+            ..Verdict::default()
+        };
     }
     offsets.sort_by(f64::total_cmp);
     let offset = offsets[offsets.len() / 2];
     // The candidate's own stations have shown it: each counts as an expected station that is not silent.
     let mut verdict = Verdict {
         expected: candidate.members.len(),
+        picks: candidate.picks,
         ..Verdict::default()
     };
     // A station as near the source as its own stations must show it about as they do, however weak: a burst
@@ -293,11 +306,66 @@ mod tests {
             origin: 0.0,
             magnitude: None,
             members: &members,
+            picks: 2,
         };
         assert!(isolated(&candidate, &[0, 1, 2], &stations[..4]));
         // Station 2 was the candidate's once (its membership may have expired): it is its own. One it never
         // had ends the isolation, on the island or 105 km away.
         assert!(!isolated(&candidate, &[0, 1], &stations[..4]));
         assert!(!isolated(&candidate, &[0, 1, 2], &stations));
+    }
+
+    /// A candidate 10 km deep with `members` stations around its epicentre, all risen 3 units, and three
+    /// stations 250-280 km away shaking 5 units: far more strongly than it explains there.
+    fn far_stations_unexplained(members: usize, picks: usize) -> Verdict {
+        let (latitude, longitude) = (35.0, 137.0);
+        let mut stations: Vec<StationPosition> = (0..members)
+            .map(|i| {
+                let angle = i as f64 / members as f64 * std::f64::consts::TAU;
+                at(
+                    latitude + 0.15 * angle.sin(),
+                    longitude + 0.15 * angle.cos(),
+                )
+            })
+            .collect();
+        stations.extend([at(37.3, 137.0), at(37.4, 137.1), at(37.5, 137.0)]);
+        let mut levels = Levels::new(stations.len());
+        levels.step(0, &vec![Some(0.0); stations.len()]);
+        let now: Vec<Option<f64>> = (0..stations.len())
+            .map(|i| Some(if i < members { 3.0 } else { 5.0 }))
+            .collect();
+        levels.step(5_000, &now);
+        let own: Vec<(usize, f64)> = (0..members).map(|i| (i, 3.0)).collect();
+        let claimed: Vec<bool> = (0..stations.len()).map(|i| i < members).collect();
+        let candidate = Candidate {
+            latitude,
+            longitude,
+            depth_km: 10.0,
+            origin: 0.0,
+            magnitude: Some(5.0),
+            members: &own,
+            picks,
+        };
+        let model = Model::jma2001();
+        let around = Neighbourhood {
+            stations: &stations,
+            levels: &levels,
+            claimed: &claimed,
+            faulty: &vec![false; stations.len()],
+            model: &model,
+            window: crate::detector::p_window,
+            margin: crate::detector::level_margin,
+        };
+        check(&candidate, &around, 5.0)
+    }
+
+    #[test]
+    fn the_stations_a_solution_leaves_unexplained_are_counted_against_its_picks_not_its_members() {
+        // Twelve members would allow four unexplained stations; the six picks its solution rests on allow two.
+        let verdict = far_stations_unexplained(12, 6);
+        assert_eq!((verdict.unexplained, verdict.silent), (3, 0));
+        assert!(!verdict.plausible());
+        // Located from nine of them, three are allowed.
+        assert!(far_stations_unexplained(12, 9).plausible());
     }
 }

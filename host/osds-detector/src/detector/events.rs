@@ -503,6 +503,7 @@ impl Detector {
             origin: h.origin,
             magnitude,
             members: &members,
+            picks: used,
         };
         let around = crate::consistency::Neighbourhood {
             stations: &self.positions,
@@ -541,7 +542,7 @@ impl Detector {
                 return false;
             }
         }
-        crate::consistency::check(&candidate, &around, now).plausible(members.len())
+        crate::consistency::check(&candidate, &around, now).plausible()
     }
 
     /// An event read as a deep quake far away (at `h`) for the first time: the stations that picked with its

@@ -148,7 +148,7 @@ const SILENT_STATION_KM: f64 = 200.0;
 /// be that P arrival: the 1-second frames; station delays and a travel-time model that err by seconds far
 /// away (3-D structure, a different Earth than the table's); and, late only, emergent onsets that reach the
 /// trigger's rise a few seconds after they begin.
-fn p_window(travel: f64) -> (f64, f64) {
+pub(crate) fn p_window(travel: f64) -> (f64, f64) {
     (2.0 + 0.03 * travel, 3.0 + 0.03 * travel)
 }
 
@@ -207,7 +207,7 @@ fn coda_seconds(s_travel: f64, mw: Option<f64>) -> f64 {
 /// How much more a station `d` km from an event may shake than the event's magnitude predicts there and still
 /// be that event's: the attenuation relation's own error (about an intensity unit near the source) and the
 /// spread between published relations, which grows with distance.
-fn level_margin(d: f64) -> f64 {
+pub(crate) fn level_margin(d: f64) -> f64 {
     (1.5 + d / 500.0).min(3.0)
 }
 
@@ -279,7 +279,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          most picks shaking 10 s before them with no other reported event or aftermath or after one's S \
          (unless within 2x its Utsu fault length, 50 km floor), the \
          neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, stations of unpublished candidates outside the network (all > 300 km) unclaimed, stuck ones untested, silent <= max(1, expected/3) and <= max(2, tested/4), \
-         unexplained <= max(2, members/3)); < 8 picks and no other station within 300 km: S-window M >= \
+         unexplained <= max(2, picks used/3)); < 8 picks and no other station within 300 km: S-window M >= \
          P-window M - 1.0; not most picks within a reported quake's P or S window (early side x2, codas; its \
          P coda until its M last rose >= 0.3 above its first, less the S time to its nearest station, at P level) at a level it explains, unless within 2x its Utsu fault length (50 km floor); not M9.5 (the top) there \
          with most picks within its windows at any level; not most picks up to 2x P's early side + uncertainty / 8 km/s before a \
