@@ -222,20 +222,17 @@ pub fn check(candidate: &Candidate, around: &Neighbourhood, now: f64) -> Verdict
             Some((rise, rise + contrast - predicted))
         })
         .unzip();
+    let mut verdict = Verdict {
+        picks: candidate.picks,
+        ..Verdict::default()
+    };
     if offsets.is_empty() {
-        return Verdict {
-            picks: candidate.picks,
-            ..Verdict::default()
-        };
+        return verdict;
     }
     offsets.sort_by(f64::total_cmp);
     let offset = offsets[offsets.len() / 2];
     // The candidate's own stations have shown it: each counts as an expected station that is not silent.
-    let mut verdict = Verdict {
-        expected: candidate.members.len(),
-        picks: candidate.picks,
-        ..Verdict::default()
-    };
+    verdict.expected = candidate.members.len();
     // A station as near the source as its own stations must show it about as they do, however weak: a burst
     // on a few neighbouring stations, fitted as a small deep quake, leaves the stations beside it quiet where a
     // quake below them would shake them alike.
@@ -331,10 +328,10 @@ mod tests {
         stations.extend([at(37.3, 137.0), at(37.4, 137.1), at(37.5, 137.0)]);
         let mut levels = Levels::new(stations.len());
         levels.step(0, &vec![Some(0.0); stations.len()]);
-        let now: Vec<Option<f64>> = (0..stations.len())
+        let shaking: Vec<Option<f64>> = (0..stations.len())
             .map(|i| Some(if i < members { 3.0 } else { 5.0 }))
             .collect();
-        levels.step(5_000, &now);
+        levels.step(5_000, &shaking);
         let own: Vec<(usize, f64)> = (0..members).map(|i| (i, 3.0)).collect();
         let claimed: Vec<bool> = (0..stations.len()).map(|i| i < members).collect();
         let candidate = Candidate {
