@@ -261,7 +261,7 @@ pub fn run_matrices(options: &Options, shaper: &str, shape: &(dyn Fn(&Solution) 
         );
         if options.lead_in_s > 0 {
             println!(
-                "   each scenario after {} s of quiet network (a detector that has been running)",
+                "   each scenario after {} s of quiet network: a detector that has been running (it starts with the lead-in, whose false events are counted apart)",
                 options.lead_in_s
             );
         }
@@ -272,7 +272,7 @@ pub fn run_matrices(options: &Options, shaper: &str, shape: &(dyn Fn(&Solution) 
         let started = Instant::now();
         let results = run_all(scenarios, &network, options, shape);
         table::print_rows(&results);
-        table::print_summary(&results);
+        table::print_summary(&results, options.lead_in_s > 0);
         let simulated: u64 = results.iter().map(|r| r.scenario.seconds).sum();
         println!(
             "  {simulated} s of frames in {:.0} s wall clock ({:.1}x real time on two threads)",

@@ -63,6 +63,9 @@ pub struct Score {
     pub outcomes: Vec<Outcome>,
     /// Public events that match no quake, or a quake another event matched already.
     pub false_event_ids: Vec<String>,
+    /// How many of those were first published during a lead-in (before the scenario's first frame): a
+    /// detector's own first seconds, not the running detector the lead-in stands for.
+    pub false_in_lead_in: usize,
     /// Every report of a matched event, for the grade's calibration.
     pub graded: Vec<Graded>,
 }
@@ -210,15 +213,20 @@ pub fn score(run: &Run) -> Score {
             }
         })
         .collect();
-    let false_event_ids = events
+    let false_events: Vec<&(String, Vec<&crate::scenario::Report>)> = events
         .iter()
         .zip(&taken)
         .filter(|(_, taken)| !**taken)
-        .map(|((id, _), _)| id.clone())
+        .map(|(event, _)| event)
         .collect();
+    let false_in_lead_in = false_events
+        .iter()
+        .filter(|(_, list)| list.iter().any(|r| r.frame_at_ms < START_MS))
+        .count();
     Score {
         outcomes,
-        false_event_ids,
+        false_event_ids: false_events.iter().map(|(id, _)| id.clone()).collect(),
+        false_in_lead_in,
         graded,
     }
 }

@@ -143,7 +143,8 @@ fn figure(label: &str, mut values: Vec<f64>, target: &str, floor: &str) {
     );
 }
 
-pub fn print_summary(results: &[Result]) {
+/// `lead_in`: the scenarios ran after a lead-in, and the false events it made are counted apart.
+pub fn print_summary(results: &[Result], lead_in: bool) {
     let outcomes: Vec<&Outcome> = results.iter().flat_map(|r| &r.score.outcomes).collect();
     let required = |o: &&&Outcome| o.quake.setting != Setting::Outside;
     let in_setting = |setting: Setting| {
@@ -257,9 +258,16 @@ pub fn print_summary(results: &[Result]) {
         .filter(|o| o.event_id.is_some())
         .count();
     let false_events: usize = results.iter().map(|r| r.score.false_event_ids.len()).sum();
+    let in_lead_in: usize = results.iter().map(|r| r.score.false_in_lead_in).sum();
     let cut = outcomes.iter().filter(|o| o.interrupted_mid_run).count();
     println!("  quakes found (within 100 km and 30 s): {found} of {required_count}  [all]");
-    println!("  false public events: {false_events}  [0]");
+    if lead_in {
+        println!(
+            "  false public events: {false_events}  [0], of which {in_lead_in} first published during the lead-in"
+        );
+    } else {
+        println!("  false public events: {false_events}  [0]");
+    }
     println!("  events interrupted while frames still came: {cut}  [0]");
     print_grades(results);
 }

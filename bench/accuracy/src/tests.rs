@@ -708,3 +708,48 @@ fn a_lead_in_of_quiet_network_makes_no_event_and_the_quake_after_it_is_found() {
     );
     found_and_nothing_else("gifu-m4.5", &options, crate::score::score(&run));
 }
+
+/// A lead-in starts the detector with it, so what the detector publishes in its own first seconds falls in the
+/// lead-in: those false events are counted apart from the ones of the running detector the lead-in stands for.
+#[test]
+fn false_events_first_published_during_a_lead_in_are_counted_apart() {
+    let start = crate::scenario::START_MS;
+    let report = |event: &str, frame_at_ms: i64| Report {
+        event_id: event.to_string(),
+        status: "preliminary".to_string(),
+        reported_at_ms: frame_at_ms + 1_500,
+        frame_at_ms,
+        latitude: 36.0,
+        longitude: 138.0,
+        depth_km: 10.0,
+        origin_at_ms: frame_at_ms - 5_000,
+        magnitude: None,
+        magnitude_type: None,
+        grade: "C".to_string(),
+        station_count: 5,
+        rms_seconds: None,
+        gap_degrees: None,
+        uncertainty_km: None,
+        unused_stations: 0,
+        farthest_station_km: 50.0,
+    };
+    let run = crate::scenario::Run {
+        quakes: Vec::new(),
+        // Two events published first in the lead-in (one of them again after it), one only after it.
+        reports: vec![
+            report("hyp:lead-in", start - 40_000),
+            report("hyp:start", start - 55_000),
+            report("hyp:lead-in", start + 2_000),
+            report("hyp:running", start + 30_000),
+        ],
+        fed_frames: 120,
+        lost_frames: 0,
+        last_frame_ms: start + 60_000,
+    };
+    let score = crate::score::score(&run);
+    assert_eq!(
+        score.false_event_ids,
+        ["hyp:lead-in", "hyp:start", "hyp:running"]
+    );
+    assert_eq!(score.false_in_lead_in, 2);
+}
