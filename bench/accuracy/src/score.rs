@@ -213,7 +213,7 @@ pub fn score(run: &Run) -> Score {
             }
         })
         .collect();
-    let false_events: Vec<&(String, Vec<&crate::scenario::Report>)> = events
+    let false_events: Vec<_> = events
         .iter()
         .zip(&taken)
         .filter(|(_, taken)| !**taken)

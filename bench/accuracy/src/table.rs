@@ -261,13 +261,12 @@ pub fn print_summary(results: &[Result], lead_in: bool) {
     let in_lead_in: usize = results.iter().map(|r| r.score.false_in_lead_in).sum();
     let cut = outcomes.iter().filter(|o| o.interrupted_mid_run).count();
     println!("  quakes found (within 100 km and 30 s): {found} of {required_count}  [all]");
-    if lead_in {
-        println!(
-            "  false public events: {false_events}  [0], of which {in_lead_in} first published during the lead-in"
-        );
+    let of_lead_in = if lead_in {
+        format!(", of which {in_lead_in} first published during the lead-in")
     } else {
-        println!("  false public events: {false_events}  [0]");
-    }
+        String::new()
+    };
+    println!("  false public events: {false_events}  [0]{of_lead_in}");
     println!("  events interrupted while frames still came: {cut}  [0]");
     print_grades(results);
 }
