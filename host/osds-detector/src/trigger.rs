@@ -1,6 +1,7 @@
 //! Triggering on realtime intensity, per station: a net rise over the last 10 s of at least 1.1, confirmed by
-//! neighbours (up to 15 nearest within 60 km: at least min(n, max(n/3, 4)) of them rising by 0.5; a station
-//! without neighbours needs a rise of 2). A station at 3 or more whose neighbours are all at least 3 lower
+//! neighbours (up to 15 nearest within 60 km: at least min(n, max(n/3, 4)) of them rising by 0.5, more where
+//! their noise alone would give that many, see [`needed_neighbours`]; a station without neighbours needs a rise
+//! of 2). A station at 3 or more whose neighbours are all at least 3 lower
 //! and that is not rising is faulty (stuck) and ignored until its reading moves. The pick is the observation second at
 //! which the station's own rise began to qualify, not the later one at which its neighbours confirmed it.
 //!
@@ -38,6 +39,54 @@ const NOISE_DELAY_MS: i64 = 2_000;
 const NOISE_CLIP: f64 = 4.0;
 /// Frames the noise is averaged over once learnt (a slowly changing noise, such as a town's day and night).
 const NOISE_FRAMES: f64 = 300.0;
+/// How often frame-to-frame Gaussian noise alone lifts a station's latest frame k σ above the lowest of the ten
+/// before it (its rise over the window), for k = 0, 0.25, ..., 8: integrated numerically once.
+#[rustfmt::skip]
+const CHANCE_RISE: [f64; 33] = [
+    0.9091, 0.8676, 0.8148, 0.7508, 0.6768, 0.5954, 0.5099, 0.4243, 0.3424, 0.2676, 0.2023, 0.1479, 0.1044,
+    0.0712, 0.0469, 0.0298, 0.0183, 0.0108, 0.0062, 0.0034, 0.0018, 9.41e-4, 4.70e-4, 2.27e-4, 1.06e-4, 4.80e-5,
+    2.10e-5, 8.92e-6, 3.67e-6, 1.46e-6, 5.65e-7, 2.12e-7, 7.68e-8,
+];
+/// How unlikely a trigger's rise and its neighbours' confirmations must be together on their noise alone, where
+/// that noise could confirm it (see [`needed_neighbours`]).
+const CHANCE_ALPHA: f64 = 1e-6;
+/// Neighbours whose noise alone gives this share of the fixed count of confirmations or more are counted
+/// against their chance.
+const CHANCE_SHARE: f64 = 0.7;
+/// The noise a station is taken to have for that chance until it has learnt its own.
+const CHANCE_PRIOR_NOISE: f64 = QUIET_NOISE;
+
+/// [`CHANCE_RISE`] at a rise of `k` σ.
+fn chance_of_rise(k: f64) -> f64 {
+    let at = (k / 0.25).clamp(0.0, (CHANCE_RISE.len() - 1) as f64);
+    let (low, high) = (at.floor() as usize, at.ceil() as usize);
+    CHANCE_RISE[low] + (CHANCE_RISE[high] - CHANCE_RISE[low]) * (at - low as f64)
+}
+
+/// How many confirming neighbours a trigger needs: min(n, max(n/3, 4)) of its n neighbours; and where their
+/// noise alone gives [`CHANCE_SHARE`] of that or more (`chances`: each one's chance of confirming on its noise),
+/// as many as make the trigger's own rise (`alone`: its chance on its noise) and that many confirmations by
+/// chance unlikely together, at most [`CHANCE_ALPHA`]. A noisy neighbourhood's small rise needs more of them.
+fn needed_neighbours(alone: f64, chances: &[f64]) -> usize {
+    let n = chances.len();
+    let fixed = n.min((n / 3).max(4));
+    if chances.iter().sum::<f64>() < CHANCE_SHARE * fixed as f64 {
+        return fixed;
+    }
+    // exactly[m]: the chance that exactly m neighbours confirm on their noise (a Poisson binomial).
+    let mut exactly = vec![0.0; n + 1];
+    exactly[0] = 1.0;
+    for (count, p) in chances.iter().enumerate() {
+        for m in (1..=count + 1).rev() {
+            exactly[m] = exactly[m] * (1.0 - p) + exactly[m - 1] * p;
+        }
+        exactly[0] *= 1.0 - p;
+    }
+    (fixed..=n)
+        .find(|&m| alone * exactly[m..].iter().sum::<f64>() <= CHANCE_ALPHA)
+        .unwrap_or(n)
+}
+
 /// The monitor's frames are a second apart: picks a frame apart, and a station observed the frame before its
 /// rise went unobserved for no time.
 pub const FRAME_MS: i64 = 1_000;
@@ -108,6 +157,15 @@ impl Noise {
         }
         self.frames = (self.frames + 1.0).min(NOISE_FRAMES);
         self.mean_step += (step - self.mean_step) / self.frames;
+    }
+
+    /// The noise as measured (no standard errors off), or [`CHANCE_PRIOR_NOISE`] before it is learnt.
+    fn sigma(&self) -> f64 {
+        if self.frames >= NOISE_LEARNT {
+            (self.mean_step / Noise::STEP_PER_SIGMA).max(1e-3)
+        } else {
+            CHANCE_PRIOR_NOISE
+        }
     }
 
     /// What the station's rises are multiplied by: 1 up to [`QUIET_NOISE`], its noise over that above.
@@ -259,6 +317,12 @@ impl Trigger {
         let scales: Vec<f64> = self.noise.iter().map(Noise::scale).collect();
         // The same rises as `neighbour_rise`, from the scales just computed.
         let neighbour_rises: Vec<f64> = scales.iter().map(|s| NEIGHBOUR_RISE * s).collect();
+        // How likely each station is to confirm a neighbour on its noise alone.
+        let chances: Vec<f64> = neighbour_rises
+            .iter()
+            .zip(&self.noise)
+            .map(|(rise, noise)| chance_of_rise(rise / noise.sigma()))
+            .collect();
         let latest: Vec<Option<f64>> = self
             .history
             .iter()
@@ -323,8 +387,9 @@ impl Trigger {
             let confirmed = if neighbours.is_empty() {
                 rises[i] >= LONE_RISE * scales[i]
             } else {
-                let n = neighbours.len();
-                let needed = n.min((n / 3).max(4));
+                let alone = chance_of_rise(rises[i] / self.noise[i].sigma());
+                let their: Vec<f64> = neighbours.iter().map(|&j| chances[j]).collect();
+                let needed = needed_neighbours(alone, &their);
                 neighbours
                     .iter()
                     .filter(|&&j| rises[j] >= neighbour_rises[j])
@@ -437,6 +502,41 @@ mod tests {
         }
         // Strong shaking stands far above that noise.
         assert_eq!(trigger.step(60_000, &[Some(4.0); 5]).len(), 5);
+    }
+
+    /// Sixteen stations within a few km of one another: each has the other fifteen as neighbours.
+    fn crowd() -> Vec<StationPosition> {
+        (0..16)
+            .map(|i| StationPosition {
+                latitude: 35.0 + 0.01 * f64::from(i % 4),
+                longitude: 135.0 + 0.01 * f64::from(i / 4),
+            })
+            .collect()
+    }
+
+    /// Whether station 0 triggers on a rise of 1.3 that five of its fifteen neighbours confirm by 0.6, after
+    /// half a minute of noise that steps by `step` every frame (σ = step / 1.128).
+    fn small_rise_confirmed_by_five(step: f64) -> bool {
+        let mut trigger = Trigger::new(&crowd());
+        let quiet = |t: i64| -2.0 + if t % 2 == 0 { 0.0 } else { step };
+        for t in 0..30 {
+            assert!(trigger.step(t * 1000, &[Some(quiet(t)); 16]).is_empty());
+        }
+        let mut frame = [Some(quiet(30)); 16];
+        frame[0] = Some(-2.0 + 1.3);
+        for neighbour in frame.iter_mut().skip(1).take(5) {
+            *neighbour = Some(-2.0 + 0.6);
+        }
+        trigger.step(30_000, &frame).iter().any(|f| f.station == 0)
+    }
+
+    #[test]
+    fn a_small_rise_needs_more_neighbours_where_they_rise_that_much_by_chance() {
+        // σ 0.09: a rise of 1.3 is far beyond chance, five neighbours confirm it.
+        assert!(small_rise_confirmed_by_five(0.1));
+        // σ 0.30: 1.3 is 4.3 σ, and each neighbour rises 0.6 by chance 4 frames in 10: five of fifteen are
+        // what the noise gives, not a confirmation.
+        assert!(!small_rise_confirmed_by_five(0.34));
     }
 
     #[test]

@@ -253,7 +253,8 @@ impl Default for DetectorConfig {
 pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> String {
     use sha2::{Digest, Sha256};
     let parameters = "trigger rise 1.1/10s by observation time, neighbours 15 within 60 km rising 0.5 \
-         min(n,max(n/3,4)), lone 2, re-armed after 3 s calm; all x max(1, noise sigma / 0.25), sigma = mean \
+         min(n,max(n/3,4)) (where neighbours' chance to confirm on Gaussian noise of their sigma, 0.25 unlearnt, sums >= 0.7 of it: \
+         the least m with P(own rise) x P(>= m by chance) <= 1e-6), lone 2, re-armed after 3 s calm; all x max(1, noise sigma / 0.25), sigma = mean \
          quiet step 2 s late while not rising over 300 frames / 1.128 less two standard errors, after 8 steps; stuck >=3 with neighbours 3 lower, until its reading moves; expiry \
          10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %; beyond \
          600 km +- uncertainty / 8 km/s; a pick after an unobserved spell: later phase if P came during it), P coda \
