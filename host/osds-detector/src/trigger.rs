@@ -159,25 +159,24 @@ impl Noise {
         self.mean_step += (step - self.mean_step) / self.frames;
     }
 
+    /// σ as measured, once learnt from [`NOISE_LEARNT`] steps.
+    fn learnt(&self) -> Option<f64> {
+        (self.frames >= NOISE_LEARNT).then(|| self.mean_step / Noise::STEP_PER_SIGMA)
+    }
+
     /// The noise as measured (no standard errors off), or [`CHANCE_PRIOR_NOISE`] before it is learnt.
     fn sigma(&self) -> f64 {
-        if self.frames >= NOISE_LEARNT {
-            (self.mean_step / Noise::STEP_PER_SIGMA).max(1e-3)
-        } else {
-            CHANCE_PRIOR_NOISE
-        }
+        self.learnt()
+            .map_or(CHANCE_PRIOR_NOISE, |sigma| sigma.max(1e-3))
     }
 
     /// What the station's rises are multiplied by: 1 up to [`QUIET_NOISE`], its noise over that above.
     fn scale(&self) -> f64 {
         // Learnt from a few frames, a quiet station may seem noisy: its noise is taken two standard errors
         // lower, so only a station surely noisier is scaled.
-        let sigma = if self.frames >= NOISE_LEARNT {
-            self.mean_step / Noise::STEP_PER_SIGMA
-                * (1.0 - 2.0 * Noise::STEP_SPREAD / self.frames.sqrt())
-        } else {
-            0.0
-        };
+        let sigma = self.learnt().map_or(0.0, |sigma| {
+            sigma * (1.0 - 2.0 * Noise::STEP_SPREAD / self.frames.sqrt())
+        });
         (sigma / QUIET_NOISE).max(1.0)
     }
 }
@@ -317,12 +316,6 @@ impl Trigger {
         let scales: Vec<f64> = self.noise.iter().map(Noise::scale).collect();
         // The same rises as `neighbour_rise`, from the scales just computed.
         let neighbour_rises: Vec<f64> = scales.iter().map(|s| NEIGHBOUR_RISE * s).collect();
-        // How likely each station is to confirm a neighbour on its noise alone.
-        let chances: Vec<f64> = neighbour_rises
-            .iter()
-            .zip(&self.noise)
-            .map(|(rise, noise)| chance_of_rise(rise / noise.sigma()))
-            .collect();
         let latest: Vec<Option<f64>> = self
             .history
             .iter()
@@ -388,8 +381,13 @@ impl Trigger {
                 rises[i] >= LONE_RISE * scales[i]
             } else {
                 let alone = chance_of_rise(rises[i] / self.noise[i].sigma());
-                let their: Vec<f64> = neighbours.iter().map(|&j| chances[j]).collect();
-                let needed = needed_neighbours(alone, &their);
+                // How likely each neighbour is to confirm on its noise alone: asked only here, where a station
+                // has risen enough to trigger, not for every station every frame.
+                let chances: Vec<f64> = neighbours
+                    .iter()
+                    .map(|&j| chance_of_rise(neighbour_rises[j] / self.noise[j].sigma()))
+                    .collect();
+                let needed = needed_neighbours(alone, &chances);
                 neighbours
                     .iter()
                     .filter(|&&j| rises[j] >= neighbour_rises[j])
@@ -534,8 +532,8 @@ mod tests {
     fn a_small_rise_needs_more_neighbours_where_they_rise_that_much_by_chance() {
         // σ 0.09: a rise of 1.3 is far beyond chance, five neighbours confirm it.
         assert!(small_rise_confirmed_by_five(0.1));
-        // σ 0.30: 1.3 is 4.3 σ, and each neighbour rises 0.6 by chance 4 frames in 10: five of fifteen are
-        // what the noise gives, not a confirmation.
+        // σ 0.30: 1.3 is 4.3 σ, and each neighbour reaches its confirming rise (0.5) by chance in nearly half
+        // the frames: five of fifteen are what the noise gives, not a confirmation.
         assert!(!small_rise_confirmed_by_five(0.34));
     }
 
