@@ -3,6 +3,7 @@
 //! with known truth that prove them. Pure computation: the frame sources, the recorder and the archive live in
 //! the host.
 
+pub mod chance;
 pub mod colour;
 pub mod consistency;
 pub mod csv;

@@ -483,6 +483,11 @@ impl Detector {
         if its_rupture {
             return false;
         }
+        // On a noisy network, chance picks fit a source deep below it or a cluster open for long.
+        let expected = self.chance_picks(event, h, now_ms);
+        if !crate::chance::beyond_chance(used, expected) {
+            return false;
+        }
         let mut claimed = vec![false; self.stations.len()];
         for other in self.events.iter().filter(|e| !e.done) {
             // A candidate located outside the network, never published, explains nothing here: its stations
@@ -543,6 +548,31 @@ impl Detector {
             }
         }
         crate::consistency::check(&candidate, &around, now).plausible()
+    }
+
+    /// How many picks chance alone gives a solution `h` of `event` by `now_ms` (see [`crate::chance`]): the
+    /// network's background rate of picks, but the event's own stations', times the seconds each observed
+    /// station's P arrival window has been open.
+    fn chance_picks(&self, event: &Event, h: &Hypocentre, now_ms: i64) -> f64 {
+        let own: std::collections::HashSet<usize> =
+            event.members.iter().map(|m| m.station).collect();
+        let observed = self.latest.iter().filter(|v| v.is_some()).count();
+        let rate = self.background.rate(observed, |s| own.contains(&s));
+        let now = now_ms as f64 / 1000.0;
+        let open_seconds: f64 = self
+            .positions
+            .iter()
+            .zip(&self.latest)
+            .filter(|(_, v)| v.is_some())
+            .map(|(p, _)| {
+                let d = distance_km(h.latitude, h.longitude, p.latitude, p.longitude);
+                let tp = self.config.travel_times.p(d, h.depth_km);
+                let (early, late) = p_window(tp);
+                let opens = h.origin + tp - early;
+                (now.min(h.origin + tp + late) - opens).max(0.0)
+            })
+            .sum();
+        rate * open_seconds
     }
 
     /// An event read as a deep quake far away (at `h`) for the first time: the stations that picked with its

@@ -280,7 +280,9 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          most picks shaking 10 s before them with no other reported event or aftermath or after one's S \
          (unless within 2x its Utsu fault length, 50 km floor), the \
          neighbourhood test (300 km, margin 0.8, stations within 1.15x its own stations' reach expected, stations of unpublished candidates outside the network (all > 300 km) unclaimed, stuck ones untested, silent <= max(1, expected/3) and <= max(2, tested/4), \
-         unexplained <= max(2, picks used/3)); < 8 picks and no other station within 300 km: S-window M >= \
+         unexplained <= max(2, picks used/3)); picks used beyond chance: Poisson P(>= used) <= 1e-6 at (picks \
+         of the last 180 frames with no reported quake or aftermath about, not its stations', + 1) / ((those \
+         frames + 60) x observed stations) x the seconds observed stations' P windows were open; < 8 picks and no other station within 300 km: S-window M >= \
          P-window M - 1.0; not most picks within a reported quake's P or S window (early side x2, codas; its \
          P coda until its M last rose >= 0.3 above its first, less the S time to its nearest station, at P level) at a level it explains, unless within 2x its Utsu fault length (50 km floor); not M9.5 (the top) there \
          with most picks within its windows at any level; not most picks up to 2x P's early side + uncertainty / 8 km/s before a \
@@ -483,6 +485,8 @@ pub struct Detector {
     config: DetectorConfig,
     algorithm: String,
     last_frame_ms: Option<i64>,
+    /// The picks of the network's last quiet minutes (see [`crate::chance`]).
+    background: crate::chance::Background,
     latest: Vec<Option<f64>>,
     next_sequence: usize,
     /// Every pick of the last [`RECENT_PICKS_MS`], oldest first, whichever event it went to (see
@@ -511,6 +515,7 @@ impl Detector {
             events: Vec::new(),
             config,
             last_frame_ms: None,
+            background: crate::chance::Background::default(),
             next_sequence: 1,
             recent_picks: std::collections::VecDeque::new(),
             aftermaths: Vec::new(),
@@ -552,7 +557,12 @@ impl Detector {
         {
             self.recent_picks.pop_front();
         }
-        for fired in self.trigger.step(at_ms, values) {
+        // Quiet until a reported quake's waves are about (as the frame comes: a quake published in it was not).
+        let quiet = self.reported_sources(None).next().is_none();
+        let fired = self.trigger.step(at_ms, values);
+        self.background
+            .step(at_ms, quiet, fired.iter().map(|f| f.station));
+        for fired in fired {
             let pick_ms = fired.onset_ms - 500;
             self.recent_picks.push_back(RecentPick {
                 station: fired.station,
