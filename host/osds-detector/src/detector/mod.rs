@@ -557,7 +557,8 @@ impl Detector {
         {
             self.recent_picks.pop_front();
         }
-        // Quiet until a reported quake's waves are about (as the frame comes: a quake published in it was not).
+        // A quiet frame has no reported quake or aftermath about, judged before its picks are associated (a quake
+        // first published in this frame makes the next one not quiet).
         let quiet = self.reported_sources(None).next().is_none();
         let fired = self.trigger.step(at_ms, values);
         self.background
