@@ -331,6 +331,36 @@ fn chance_picks_on_a_noisy_network_fit_no_quake() {
     assert_found_and_nothing_else_with("iwate-miyagi-m6.9", &options);
 }
 
+/// Every event is first published `preliminary`, then `tracking`, then closed, never the other way, however
+/// long it waited as a candidate. On this noisy draw the second of two quakes at once waits long as a
+/// candidate, its position steady for more than the five seconds tracking asks: it was once first published
+/// `tracking`.
+#[test]
+fn an_event_is_first_published_preliminary_however_long_it_waited() {
+    let options = crate::Options::from_args(["--noise=2", "--lead-in=60"].map(String::from))
+        .expect("valid arguments");
+    let (_, run) = independent_run("two-at-once-150km", &options);
+    let stage = |status: &str| match status {
+        "preliminary" => 0,
+        "tracking" => 1,
+        "finalized" | "retracted" | "interrupted" => 2,
+        other => panic!("a public report with status {other}"),
+    };
+    let events = events(&run.reports);
+    assert!(events.len() >= 2, "both quakes published: {events:?}");
+    for event in events {
+        assert_eq!(event[0].status, "preliminary", "{:?}", event[0]);
+        for pair in event.windows(2) {
+            assert!(
+                stage(&pair[0].status) <= stage(&pair[1].status),
+                "{:?} after {:?}",
+                pair[1],
+                pair[0]
+            );
+        }
+    }
+}
+
 /// Bursts on a few neighbouring stations at once (no moveout) are not earthquakes, however they fit: on other
 /// draws of the truth one fitted a 137 km deep M4 under Osaka (world 8) and one a 60 km deep M4 under Sapporo
 /// (world 1), and the quiet stations beside them, as near such a source as the burst's own, say otherwise.

@@ -234,7 +234,9 @@ impl Detector {
                 event.stable_since_ms = None;
             }
             let stable_for = event.stable_since_ms.map_or(0, |since| now_ms - since);
-            if status == EventStatus::Preliminary && stations >= 8 && stable_for >= 5_000 {
+            // Only an event already published as preliminary is tracked: a candidate that was steady while
+            // it waited is first published preliminary all the same, as the lifecycle promises.
+            if event.status == EventStatus::Preliminary && stations >= 8 && stable_for >= 5_000 {
                 status = EventStatus::Tracking;
             }
             // Decayed: every station a unit below its peak, or back near the floor of the scale.

@@ -289,7 +289,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          reported quake's P at a level it explains, wherever; Si-Midorikawa 1999 PGV (depth term held at 150 km), \
          I=2.68+1.72logPGV, intensity-median of stations growing >= 0.5 per Mw there (none if they saturate); S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
          only for M >= 3 before publication); \
-         nearest 30; tracking >=8 stations stable 10 km 5 s; final = best solution";
+         nearest 30; tracking (once published preliminary) >=8 stations stable 10 km 5 s; final = best solution";
     let mut table = Sha256::new();
     for s in stations {
         table.update(format!("{},{},{};", s.code, s.latitude, s.longitude).as_bytes());
