@@ -331,15 +331,27 @@ fn chance_picks_on_a_noisy_network_fit_no_quake() {
     assert_found_and_nothing_else_with("iwate-miyagi-m6.9", &options);
 }
 
-/// Every event is first published `preliminary`, then `tracking`, then closed, never the other way, however
-/// long it waited as a candidate. On this noisy draw the second of two quakes at once waits long as a
-/// candidate, its position steady for more than the five seconds tracking asks: it was once first published
-/// `tracking`.
+/// A deep candidate of chance picks explains no real quake's picks. On a noisy network chance picks fitted a
+/// source 500-700 km deep under Fukushima, whose P wave reaches every station within seconds; open for a
+/// minute, that candidate took in the first of two quakes at once for half a minute (published 40 s after its
+/// third P arrival), and a false 312 km deep event was published beside them.
 #[test]
-fn an_event_is_first_published_preliminary_however_long_it_waited() {
+fn a_chance_cluster_takes_in_no_quake() {
     let options = crate::Options::from_args(["--noise=2", "--lead-in=60"].map(String::from))
         .expect("valid arguments");
-    let (_, run) = independent_run("two-at-once-150km", &options);
+    assert_found_and_nothing_else_with("two-at-once-150km", &options);
+}
+
+/// Every event is first published `preliminary`, then `tracking`, then closed, never the other way, however
+/// long it waited as a candidate. On this noisy draw (world 5, after a minute's lead-in) one of two quakes at
+/// once, 300 km apart, waits as a candidate with its position steady for more than the five seconds tracking
+/// asks: it was once first published `tracking`.
+#[test]
+fn an_event_is_first_published_preliminary_however_long_it_waited() {
+    let options =
+        crate::Options::from_args(["--noise=2", "--lead-in=60", "--world=5"].map(String::from))
+            .expect("valid arguments");
+    let (_, run) = independent_run("two-at-once-300km", &options);
     let stage = |status: &str| match status {
         "preliminary" => 0,
         "tracking" => 1,

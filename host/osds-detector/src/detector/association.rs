@@ -259,7 +259,7 @@ impl Detector {
             .events
             .iter()
             .enumerate()
-            .filter(|(_, e)| !e.done && e.onset_picks() >= 3)
+            .filter(|(_, e)| !e.done && e.onset_picks() >= 3 && self.explains_others(e))
             .filter_map(|(i, e)| {
                 let (phase, off) = Self::prediction(e)?.explains(
                     &self.config.travel_times,
@@ -371,7 +371,9 @@ impl Detector {
                 if i == j || old.done || (old.reports == 0 && i > j) {
                     continue;
                 }
-                if let Some(prediction) = Self::prediction(old).filter(|_| old.onset_picks() >= 3) {
+                if let Some(prediction) = Self::prediction(old)
+                    .filter(|_| old.onset_picks() >= 3 && self.explains_others(old))
+                {
                     let phases = self.explained_members(young, &prediction);
                     if majority(&phases) {
                         absorb = Some((i, phases));

@@ -23,6 +23,7 @@ impl Event {
             located_arrivals: 0,
             last_reported: None,
             p_window_mw: None,
+            beyond_chance: false,
             reading: Reading::P,
             first_mw: None,
             rose_at_ms: None,
@@ -210,6 +211,12 @@ impl Detector {
             if let Some(m) = p_window {
                 self.events[index].p_window_mw = Some(m.mw);
             }
+            let event = &self.events[index];
+            let beyond_chance = event.last.as_ref().is_some_and(|h| {
+                let used = h.used.iter().filter(|used| **used).count();
+                crate::chance::beyond_chance(used, self.chance_picks(event, h, now_ms))
+            });
+            self.events[index].beyond_chance = beyond_chance;
         }
         if status == EventStatus::Candidate && self.publishable(index, now_ms) {
             status = EventStatus::Preliminary;
@@ -485,9 +492,9 @@ impl Detector {
         if its_rupture {
             return false;
         }
-        // On a noisy network, chance picks fit a source deep below it or a cluster open for long.
-        let expected = self.chance_picks(event, h, now_ms);
-        if !crate::chance::beyond_chance(used, expected) {
+        // On a noisy network, chance picks fit a source deep below it or a cluster open for long (judged in
+        // `update`, just before).
+        if !event.beyond_chance {
             return false;
         }
         let mut claimed = vec![false; self.stations.len()];
@@ -575,6 +582,24 @@ impl Detector {
             })
             .sum();
         rate * open_seconds
+    }
+
+    /// Whether `event`'s solution may explain other picks and clusters: a reported event's does, and a
+    /// candidate's when it is located from picks beyond chance, 150 km deep or less, or outside the network.
+    /// On a noisy network chance picks fit a source 700 km deep under the network, whose P wave reaches every
+    /// station within seconds; open for a minute, such a candidate took in a real quake's picks for half a
+    /// minute, and with them the quake. A shallow candidate's arrivals cover only a region: held to chance too,
+    /// the candidate of a great distant quake's wavefront (whose picks count in the background, as no reported
+    /// quake is about) let that wavefront make an event of its own. One outside the network holds a distant
+    /// quake's wavefront, as the rules for such wavefronts expect.
+    pub(super) fn explains_others(&self, event: &Event) -> bool {
+        event.reports > 0
+            || event.beyond_chance
+            || event
+                .last
+                .as_ref()
+                .is_some_and(|h| h.depth_km <= SHALLOW_KM)
+            || self.located_outside(event)
     }
 
     /// An event read as a deep quake far away (at `h`) for the first time: the stations that picked with its

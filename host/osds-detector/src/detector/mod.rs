@@ -256,7 +256,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          min(n,max(n/3,4)) (where neighbours' chance to confirm on Gaussian noise of their sigma, 0.25 unlearnt, sums >= 0.7 of it: \
          the least m with P(own rise) x P(>= m by chance) <= 1e-6), lone 2, re-armed after 3 s calm; all x max(1, noise sigma / 0.25), sigma = mean \
          quiet step 2 s late while not rising over 300 frames / 1.128 less two standard errors, after 8 steps; stuck >=3 with neighbours 3 lower, until its reading moves; expiry \
-         10/15/30/60/90 s and not before S + 10 s; association by predicted P (-2 s -3 %, +3 s +3 %; beyond \
+         10/15/30/60/90 s and not before S + 10 s; association by predicted P of reported events and of candidates <= 150 km deep, outside the network or beyond chance (-2 s -3 %, +3 s +3 %; beyond \
          600 km +- uncertainty / 8 km/s; a pick after an unobserved spell: later phase if P came during it), P coda \
          for the rupture's duration, S (-2 s -6 %)..S+coda (10 s + 15 % + rupture) within level +1.5 + d/500 (max 3), else \
          cluster 60 km, young < 8 picks; >= 3 young clusters of fresh picks fitting \
@@ -436,6 +436,10 @@ struct Event {
     last_reported: Option<ReportKey>,
     /// The latest P-window magnitude of a candidate: what its S wave must bear out (see `publishable`).
     p_window_mw: Option<f64>,
+    /// Whether a candidate's latest location was made from more picks than chance gives it (see
+    /// [`crate::chance`]): it is published only then, and explains other picks (see
+    /// `Detector::explains_others`).
+    beyond_chance: bool,
     /// How its latest location read its picks (see [`Detector::readings_to_try`]).
     reading: Reading,
     /// Its first magnitude, and when its magnitude last rose while [`STILL_BREAKING_RISE`] or more above
