@@ -342,6 +342,17 @@ fn a_chance_cluster_takes_in_no_quake() {
     assert_found_and_nothing_else_with("two-at-once-150km", &options);
 }
 
+/// Chance picks joined by a far quake's P wave make no quake of their own. On a noisy network (world 0, after a
+/// minute's lead-in) three chance picks on the Oki islands, too weak to be published, were joined by three
+/// picks of the Hyuga-nada M6.8's P wave 515 km away, a second or two before its predicted arrival: neither
+/// half was most of the picks, and the six were published as a quake at the Oki islands.
+#[test]
+fn chance_picks_and_a_far_quakes_wavefront_make_no_quake_together() {
+    let options = crate::Options::from_args(["--noise=2", "--lead-in=60"].map(String::from))
+        .expect("valid arguments");
+    assert_found_and_nothing_else_with("hyuganada-m6.8", &options);
+}
+
 /// Every event is first published `preliminary`, then `tracking`, then closed, never the other way, however
 /// long it waited as a candidate. On this noisy draw (world 5, after a minute's lead-in) one of two quakes at
 /// once, 300 km apart, waits as a candidate with its position steady for more than the five seconds tracking

@@ -435,9 +435,9 @@ impl Detector {
                 return false;
             }
         }
-        // Whether most used picks pass `test` (the pick's station, its time in seconds and its peak).
-        let mostly = |test: &dyn Fn(&StationPosition, f64, f64) -> bool| {
-            let passed = used_members
+        // How many used picks pass `test` (the pick's station, its time in seconds and its peak).
+        let passing = |test: &dyn Fn(&StationPosition, f64, f64) -> bool| {
+            used_members
                 .iter()
                 .filter(|m| {
                     test(
@@ -446,9 +446,9 @@ impl Detector {
                         m.peak,
                     )
                 })
-                .count();
-            2 * passed > used
+                .count()
         };
+        let mostly = |test: &dyn Fn(&StationPosition, f64, f64) -> bool| 2 * passing(test) > used;
         let model = &self.config.travel_times;
         // Whether most used picks came while `source`'s waves were passing their stations (loosely, see
         // `reaches_loosely`), at a level it explains there or, with `at_any_level`, at any.
@@ -458,15 +458,18 @@ impl Detector {
             })
         };
         // A reported quake's own waves, arriving far away sooner than its solution predicts, fit a quake of
-        // their own on the stations they reach first. Most picks about when that quake's P or S wave was due
-        // there, shaking no harder than it explains, are its wavefront — unless beside its source (an
-        // aftershock). Most picks just before its P wave was due are its P wave wherever they place the
-        // candidate (a magnitude read high widens the aftershock zone over stations its P wave is reaching).
+        // their own on the stations they reach first. A pick about when that quake's P or S wave was due
+        // there, shaking no harder than it explains, is its wavefront — unless beside its source (an
+        // aftershock); a pick just before its P wave was due is its P wave wherever it places the candidate (a
+        // magnitude read high widens the aftershock zone over stations its P wave is reaching). Half the picks
+        // or more its wavefront are no quake of their own: the rest, on their own, are not yet one either
+        // (chance picks on a noisy network, joined by a far quake's P wave, fit a quake where neither half did).
         let wavefront = sources.iter().any(|source| {
-            (!in_aftershock_zone(source.h, source.magnitude, h) && mostly_reached(source, false))
-                || mostly(&|station, pick, peak| {
-                    source.ahead_of_p(model, station, pick, Some(peak))
-                })
+            let beside = in_aftershock_zone(source.h, source.magnitude, h);
+            2 * passing(&|station, pick, peak| {
+                source.ahead_of_p(model, station, pick, Some(peak))
+                    || (!beside && source.reaches_loosely(model, station, pick, Some(peak)))
+            }) >= used
         });
         if wavefront {
             return false;

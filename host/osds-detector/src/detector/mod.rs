@@ -283,10 +283,10 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          unexplained <= max(2, picks used/3)); picks used beyond chance: Poisson P(>= used) <= 1e-6 at (picks \
          of the last 180 frames with no reported quake or aftermath about, not its stations', + 1) / ((those \
          frames + 60) x observed stations) x the seconds observed stations' P windows were open; < 8 picks and no other station within 300 km: S-window M >= \
-         P-window M - 1.0; not most picks within a reported quake's P or S window (early side x2, codas; its \
-         P coda until its M last rose >= 0.3 above its first, less the S time to its nearest station, at P level) at a level it explains, unless within 2x its Utsu fault length (50 km floor); not M9.5 (the top) there \
-         with most picks within its windows at any level; not most picks up to 2x P's early side + uncertainty / 8 km/s before a \
-         reported quake's P at a level it explains, wherever; Si-Midorikawa 1999 PGV (depth term held at 150 km), \
+         P-window M - 1.0; under half the picks a reported quake's wavefront, counting those within its P or S window (early side x2, codas; its \
+         P coda until its M last rose >= 0.3 above its first, less the S time to its nearest station, at P level) at a level it explains, unless within 2x its Utsu fault length (50 km floor), \
+         and those up to 2x P's early side + uncertainty / 8 km/s before its P at a level it explains, wherever; not M9.5 (the top) \
+         beside a reported quake with most picks within its windows at any level; Si-Midorikawa 1999 PGV (depth term held at 150 km), \
          I=2.68+1.72logPGV, intensity-median of stations growing >= 0.5 per Mw there (none if they saturate); S (ts+3 s) else P (tp+3..ts-1.5, +1.5) else none (any reached \
          only for M >= 3 before publication); \
          nearest 30; tracking (once published preliminary) >=8 stations stable 10 km 5 s; final = best solution";
