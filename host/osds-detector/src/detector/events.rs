@@ -448,15 +448,7 @@ impl Detector {
                 })
                 .count()
         };
-        let mostly = |test: &dyn Fn(&StationPosition, f64, f64) -> bool| 2 * passing(test) > used;
         let model = &self.config.travel_times;
-        // Whether most used picks came while `source`'s waves were passing their stations (loosely, see
-        // `reaches_loosely`), at a level it explains there or, with `at_any_level`, at any.
-        let mostly_reached = |source: &Prediction, at_any_level: bool| {
-            mostly(&|station, pick, peak| {
-                source.reaches_loosely(model, station, pick, (!at_any_level).then_some(peak))
-            })
-        };
         // A reported quake's own waves, arriving far away sooner than its solution predicts, fit a quake of
         // their own on the stations they reach first. A pick about when that quake's P or S wave was due
         // there, shaking no harder than it explains, is its wavefront — unless beside its source (an
@@ -490,7 +482,10 @@ impl Detector {
         let at_top = magnitude.is_some_and(crate::magnitude::at_top);
         let its_rupture = at_top
             && sources.iter().any(|source| {
-                in_aftershock_zone(source.h, source.magnitude, h) && mostly_reached(source, true)
+                in_aftershock_zone(source.h, source.magnitude, h)
+                    && 2 * passing(&|station, pick, _| {
+                        source.reaches_loosely(model, station, pick, None)
+                    }) > used
             });
         if its_rupture {
             return false;
