@@ -98,9 +98,9 @@ const NO_MOVEOUT_WAIT_MS: i64 = 4_000;
 const SIMULTANEOUS: f64 = 0.8;
 /// …unless this many stations picked it over two frames (a burst touches a few neighbouring stations).
 const WIDE_PICKS: usize = 20;
-/// A cluster seen in one frame only is published from this many picks that show moveout (fewer wait for
-/// the next frame to confirm them).
-const FIRST_FRAME_PICKS: usize = 6;
+/// A cluster seen in one frame only is published from this many picks that show moveout, and one more than
+/// its azimuthal gap asks for (fewer wait for the next frame to confirm them).
+const FIRST_FRAME_PICKS: usize = 5;
 /// A solution whose picks all lie on one side and this far away is seen from afar.
 const ONE_SIDED_KM: f64 = 50.0;
 /// The smallest magnitude published: smaller events shake too few stations too weakly to be told from a
@@ -275,7 +275,7 @@ pub fn algorithm_fingerprint(stations: &[Station], travel_times: &Model) -> Stri
          pick t-0.5 s; publish: 3/5/7 picks by gap 180/270, rms <= 1 s + 1 % of travel, \
          not at the cap or the search's edge or with a 300 km uncertainty, a pick within 150 km (or the depth), 2 locations agreeing \
          within max(10 km, 10 %/20 km, half their uncertainty) (3 within 10 km one-sided), or >= 5 picks \
-         shallow, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, 80 % in one frame: not before \
+         shallow, seen in one frame: max(5, 1 more than by gap) picks spread >= 1.5 s, else 2 frames, picks spread >= 1.5 s (1 s from 20) or 4 s after the last, 80 % in one frame: not before \
          the stations within 1.15x its own stations' reach are due, M >= 3.0 above 150 km, not \
          most picks shaking 10 s before them with no other reported event or aftermath or after one's S \
          (unless within 2x its Utsu fault length, 50 km floor), the \
