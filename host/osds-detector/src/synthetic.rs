@@ -4,6 +4,7 @@
 //! factors (so a solution is not right only because the scenario and the locator share one travel-time table),
 //! dropouts, stuck stations, lone spikes.
 
+use crate::detector::Station;
 use crate::geo::{destination, distance_km};
 use crate::magnitude::predicted_intensity;
 use crate::rng::Rng;
@@ -65,6 +66,20 @@ pub fn grid_network(
         }
     }
     stations
+}
+
+/// The detector's stations at `positions`, coded by their index (`S0`, `S1`, …), unnamed.
+pub fn stations_at(positions: &[StationPosition]) -> Vec<Station> {
+    positions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| Station {
+            code: format!("S{i}"),
+            name: None,
+            latitude: p.latitude,
+            longitude: p.longitude,
+        })
+        .collect()
 }
 
 /// The peak realtime intensity a quake produces at a station.

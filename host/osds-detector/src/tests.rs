@@ -6,7 +6,7 @@
 use crate::geo::distance_km;
 use crate::locate::{Arrival, Hypocentre, Pick, Quiet, locate};
 use crate::magnitude::{Estimate, PeakAtStation, Wave, estimate};
-use crate::synthetic::{Faults, Quake, frames, grid_network};
+use crate::synthetic::{Faults, Quake, frames, grid_network, stations_at};
 use crate::traveltime::{Model, hypocentral_km};
 use crate::trigger::{StationPosition, Trigger};
 
@@ -188,18 +188,9 @@ fn the_same_seed_gives_the_same_frames() {
 /// recorded images reproduces the archive's reports.
 #[test]
 fn the_detector_gives_the_same_solutions_for_the_same_frames() {
-    use crate::detector::{Detector, DetectorConfig, Station};
+    use crate::detector::{Detector, DetectorConfig};
     let positions = grid_network(35.0, 135.0, 150.0, 20.0, |_, _| true);
-    let stations: Vec<Station> = positions
-        .iter()
-        .enumerate()
-        .map(|(i, p)| Station {
-            code: format!("S{i}"),
-            name: None,
-            latitude: p.latitude,
-            longitude: p.longitude,
-        })
-        .collect();
+    let stations = stations_at(&positions);
     let quake = Quake {
         latitude: 35.1,
         longitude: 135.2,

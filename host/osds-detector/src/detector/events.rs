@@ -698,7 +698,7 @@ impl Detector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synthetic::{Faults, Quake, frames, grid_network};
+    use crate::synthetic::{Faults, Quake, frames, grid_network, stations_at};
 
     /// Five picks that show moveout in the first frame a cluster is seen are a quake's, not a burst's: it is
     /// published from that frame, not a frame (or two) later. An M5.0 10 km under a 20 km grid: its first
@@ -706,16 +706,7 @@ mod tests {
     #[test]
     fn five_picks_with_moveout_publish_from_their_first_frame() {
         let positions = grid_network(35.0, 135.0, 150.0, 20.0, |_, _| true);
-        let stations: Vec<Station> = positions
-            .iter()
-            .enumerate()
-            .map(|(i, p)| Station {
-                code: format!("S{i}"),
-                name: None,
-                latitude: p.latitude,
-                longitude: p.longitude,
-            })
-            .collect();
+        let stations = stations_at(&positions);
         let quake = Quake::at(35.0, 135.0, 10.0, 5.0, 5.0);
         let frames = frames(
             &Model::jma2001(),
